@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: MIT
+"""What :class:`~redislock.Lock` and :class:`~redislock.AsyncLock` share without I/O:
+construction, local properties, ``detach()``, ``statistics()`` and ``repr``."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore, LockStatistics
+from redislock.errors import LockConfigError
+
+__all__ = ["LockBase"]
+
+
+def _socket_timeout(client: Any) -> float | None:
+    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            value = kwargs.get("socket_timeout")
+            return float(value) if isinstance(value, int | float) else None
+    return None
+
+
+class LockBase:
+    """Shared, I/O-free part of the lock classes."""
+
+    _client_types: tuple[type, ...] = ()
+    _client_hint: str = ""
+
+    __slots__ = ("__weakref__", "_client", "_core")
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        if not isinstance(client, self._client_types):
+            raise LockConfigError(
+                f"{type(self).__name__} needs {self._client_hint}, got {type(client).__name__}"
+            )
+        self._client = client
+        self._core = LockCore.create(
+            name,
+            ttl=ttl,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            timeout=timeout,
+            recheck_interval=recheck_interval,
+            prefix=prefix,
+            on_lost=on_lost,
+            socket_timeout=_socket_timeout(client),
+        )
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._core.name
+
+    @property
+    def key(self) -> str:
+        """The Redis key of the lock (``<prefix>{<name>}``)."""
+        return self._core.keys.lock
+
+    @property
+    def fencing_token(self) -> int | None:
+        """Fencing token of the current hold, or None when not held.
+
+        Strictly increasing across all holders of this name (never reset): pass it to the
+        protected resource and have it reject writes with a token not greater than the last
+        one it accepted (Kleppmann, "How to do distributed locking", 2016).
+        """
+        h = self._core.current()
+        return None if h is None else h.fence
+
+    @property
+    def lost(self) -> bool:
+        """True if the latest acquisition was lost (expired, taken over, or unrenewable)."""
+        h = self._core.current()
+        return self._core.last_lost or (h is not None and h.lost)
+
+    @property
+    def token(self) -> str | None:
+        """The owner token of the current hold, or None. A secret: whoever has it can release
+        the lock. Hand it to :meth:`adopt` in another process after :meth:`detach`."""
+        h = self._core.current()
+        return None if h is None else h.token
+
+    def detach(self) -> str:
+        """Stop managing the current hold without touching Redis, and return its token.
+
+        The lease keeps running in Redis (and is no longer renewed here); another process
+        takes it over with ``adopt(token)``.
+
+        Raises:
+            NotOwnedError: this object holds nothing.
+            LockLostError: the lease was already lost.
+        """
+        h = self._core.require_holding()
+        h.closing = True
+        self._core.holding = None
+        return h.token
+
+    def statistics(self) -> LockStatistics:
+        """A local, I/O-free snapshot (counters since construction and the current hold)."""
+        return self._core.statistics()
+
+    def __repr__(self) -> str:
+        h = self._core.current()
+        if h is None:
+            state = "unlocked"
+        else:
+            tag = hashlib.sha256(h.token.encode()).hexdigest()[:8]
+            state = f"{'lost' if h.lost else 'held'} fence={h.fence} token~{tag}"
+        return f"<{type(self).__name__} {self.name!r} {state}>"

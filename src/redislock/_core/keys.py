@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""Key naming. Every key of one lock shares one hash tag, so one script can touch them all
+even in Redis Cluster.
+
+For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
+
+    P{N}          the lock: string "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>" with a PX TTL
+    P{N}:fence    fencing counter, INCR on every acquisition, never expires
+    P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
+    P{N}:wake     wake-up list: a release pushes one element when the marker exists
+
+The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
+lock name can collide with another lock's internal keys. The hash tag of all four keys is
+the text between the ``{`` after the prefix and the first ``}`` after it: the same for all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_PREFIX", "LockKeys"]
+
+DEFAULT_PREFIX = "redislock:"
+
+
+@dataclass(frozen=True, slots=True)
+class LockKeys:
+    """The Redis keys of one lock."""
+
+    lock: str
+    fence: str
+    wait: str
+    wake: str
+
+    @classmethod
+    def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
+        """Keys for lock ``name`` (already validated) under ``prefix``."""
+        base = f"{prefix}{{{name}}}"
+        return cls(lock=base, fence=base + ":fence", wait=base + ":wait", wake=base + ":wake")
+
+    @staticmethod
+    def name_of(key: str, prefix: str = DEFAULT_PREFIX) -> str | None:
+        """The lock name of a lock key, or ``None`` if ``key`` is not a lock key."""
+        if key.startswith(prefix + "{") and key.endswith("}"):
+            return key[len(prefix) + 1 : -1]
+        return None

@@ -1,0 +1,475 @@
+# SPDX-License-Identifier: MIT
+"""The mutex algorithm, shared by :class:`redislock.Lock` and :class:`redislock.AsyncLock`.
+
+Source: the Redis docs' distributed-locks page (single instance: ``SET key token NX PX``,
+compare-and-delete release), with a fencing token per Kleppmann, "How to do distributed
+locking" (2016), and a watchdog lease as in Redisson's ``RLock``.
+
+:class:`LockCore` owns the configuration and the local lease state of one lock object and
+exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from redislock._core import validate
+from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
+from redislock._core.scripts import SCRIPTS
+from redislock.errors import (
+    LockConfigError,
+    LockLostError,
+    LockUsageError,
+    NotOwnedError,
+    UnexpectedReplyError,
+)
+
+__all__ = ["DEFAULT_WATCHDOG_LEASE", "Holding", "LockCore", "LockStatistics", "new_token"]
+
+DEFAULT_WATCHDOG_LEASE: Final = 30.0
+"""Lease length, in seconds, when ``ttl=None`` (renewed by the watchdog)."""
+
+DEFAULT_RECHECK: Final = 0.5
+"""Longest a waiter blocks between two tries, in seconds, should a wake-up be lost."""
+
+_ACQUIRE = SCRIPTS["lock_acquire"]
+_RELEASE = SCRIPTS["lock_release"]
+_EXTEND = SCRIPTS["lock_extend"]
+_STATUS = SCRIPTS["lock_status"]
+
+_HOST = "".join(ch for ch in socket.gethostname() if ch.isprintable() and ch != "|")[:64]
+
+
+def new_token() -> str:
+    """A fresh owner token: 128 bits from :mod:`secrets`, as 32 hex characters."""
+    return secrets.token_hex(16)
+
+
+def _meta() -> str:
+    return f"{_HOST}|{os.getpid()}|{int(time.time() * 1000)}"
+
+
+@dataclass(slots=True, eq=False)
+class Holding:
+    """Local state of one acquisition (identity matters: a new acquisition is a new object)."""
+
+    token: str
+    fence: int
+    pid: int
+    acquired_at: float
+    """``time.monotonic()`` when the acquiring command was sent."""
+    expires_at: float
+    """Local lease estimate: monotonic send time of the last successful write + its TTL."""
+    closing: bool = False
+    """Set before a release is sent, so a renewal racing it does not report a loss."""
+    lost: bool = False
+    lost_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LockStatistics:
+    """A local, I/O-free snapshot of one lock object; more fields may be added.
+
+    Attributes:
+        name: the lock name.
+        held: whether this object believes it holds the lock.
+        lost: whether the latest acquisition was lost.
+        fencing_token: fencing token of the current hold, or None.
+        lease_remaining: seconds left on the local lease estimate, or None when not held.
+        acquisitions: successful acquisitions by this object.
+        failed_acquisitions: acquire calls that returned False or timed out.
+        total_wait: seconds spent inside acquire calls.
+        renewals: successful watchdog renewals.
+        renewal_failures: watchdog renewals that failed (Redis error or lease gone).
+    """
+
+    name: str
+    held: bool
+    lost: bool
+    fencing_token: int | None
+    lease_remaining: float | None
+    acquisitions: int
+    failed_acquisitions: int
+    total_wait: float
+    renewals: int
+    renewal_failures: int
+
+
+@dataclass(slots=True)
+class _Counters:
+    acquisitions: int = 0
+    failed_acquisitions: int = 0
+    total_wait: float = 0.0
+    renewals: int = 0
+    renewal_failures: int = 0
+
+
+@dataclass(slots=True)
+class LockCore:
+    """Configuration, local state and flows of one lock object. No I/O."""
+
+    name: str
+    keys: LockKeys
+    ttl: float | None
+    lease: float
+    renew_interval: float
+    max_lease: float | None
+    timeout: float | None
+    recheck_interval: float
+    max_block: float | None
+    on_lost: Callable[[Any], object] | None
+    holding: Holding | None = None
+    last_lost: bool = False
+    pending_token: str | None = None
+    counters: _Counters = field(default_factory=_Counters)
+
+    @classmethod
+    def create(
+        cls,
+        name: Any,
+        *,
+        ttl: Any,
+        watchdog_lease: Any,
+        renew_interval: Any,
+        max_lease: Any,
+        timeout: Any,
+        recheck_interval: Any,
+        prefix: Any,
+        on_lost: Any,
+        socket_timeout: float | None,
+    ) -> LockCore:
+        """Validate every argument (raises :class:`LockConfigError`) and build the core."""
+        name = validate.check_name(name)
+        prefix = validate.check_prefix(prefix)
+        fixed = validate.check_optional_duration("ttl", ttl)
+        lease = fixed if fixed is not None else validate.check_duration(
+            "watchdog_lease", watchdog_lease
+        )
+        if renew_interval is None:
+            interval = lease / 3.0
+        else:
+            interval = validate.check_duration("renew_interval", renew_interval)
+            if interval >= lease:
+                raise LockConfigError(
+                    f"renew_interval ({interval} s) must be shorter than the lease ({lease} s)"
+                )
+            if interval > lease / 2.0:
+                raise LockConfigError(
+                    f"renew_interval ({interval} s) must be at most half the lease "
+                    f"({lease} s), or one failed renewal loses the lock"
+                )
+        if fixed is not None and renew_interval is not None:
+            raise LockConfigError("renew_interval applies to watchdog leases (ttl=None) only")
+        cap = validate.check_optional_duration("max_lease", max_lease)
+        if cap is not None and cap < lease:
+            raise LockConfigError(f"max_lease ({cap} s) must be >= the lease ({lease} s)")
+        if cap is not None and fixed is not None:
+            raise LockConfigError("max_lease applies to watchdog leases (ttl=None) only")
+        wait = validate.check_timeout("timeout", timeout)
+        recheck = validate.check_duration("recheck_interval", recheck_interval)
+        if on_lost is not None and not callable(on_lost):
+            raise LockConfigError(f"on_lost must be callable, got {on_lost!r}")
+        max_block = None
+        if socket_timeout is not None and socket_timeout > 0:
+            # A blocking pop must return before the client's socket timeout fires.
+            max_block = max(0.001, socket_timeout * 0.8)
+        return cls(
+            name=name,
+            keys=LockKeys.for_name(name, prefix),
+            ttl=fixed,
+            lease=lease,
+            renew_interval=interval,
+            max_lease=cap,
+            timeout=wait,
+            recheck_interval=recheck,
+            max_block=max_block,
+            on_lost=on_lost,
+        )
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def watchdog(self) -> bool:
+        """Whether leases are renewed automatically (``ttl=None``)."""
+        return self.ttl is None
+
+    def current(self) -> Holding | None:
+        """The holding of this process, ignoring one inherited across ``fork()``."""
+        h = self.holding
+        if h is not None and h.pid != os.getpid():
+            return None
+        return h
+
+    def require_holding(self, *, allow_lost: bool = False) -> Holding:
+        """The current holding, or raise :class:`NotOwnedError` / :class:`LockLostError`."""
+        h = self.holding
+        if h is None:
+            raise NotOwnedError(self.name, "it is not held (never acquired, or released)")
+        if h.pid != os.getpid():
+            raise NotOwnedError(
+                self.name,
+                f"it was acquired by process {h.pid}; locks are not inherited across fork()",
+            )
+        if h.lost and not allow_lost:
+            raise LockLostError(self.name, h.lost_reason)
+        return h
+
+    def mark_lost(self, h: Holding, reason: str) -> bool:
+        """Mark ``h`` lost; True if this call changed it (so ``on_lost`` should fire)."""
+        if h.lost or h.closing:
+            return False
+        h.lost = True
+        h.lost_reason = reason
+        if h is self.holding:
+            self.last_lost = True
+        return True
+
+    def statistics(self) -> LockStatistics:
+        """Build the I/O-free snapshot."""
+        h = self.current()
+        c = self.counters
+        return LockStatistics(
+            name=self.name,
+            held=h is not None and not h.lost,
+            lost=self.last_lost,
+            fencing_token=None if h is None else h.fence,
+            lease_remaining=None if h is None else max(0.0, h.expires_at - time.monotonic()),
+            acquisitions=c.acquisitions,
+            failed_acquisitions=c.failed_acquisitions,
+            total_wait=c.total_wait,
+            renewals=c.renewals,
+            renewal_failures=c.renewal_failures,
+        )
+
+    # ------------------------------------------------------------------ flows
+
+    def check_acquire_args(self, blocking: Any, timeout: Any) -> float | None:
+        """Validate acquire's arguments; returns the wait limit in seconds (None: no limit)."""
+        if not isinstance(blocking, bool):
+            raise LockConfigError(f"blocking must be a bool, got {blocking!r}")
+        wait = validate.check_timeout("timeout", timeout)
+        if not blocking:
+            if timeout is not None:
+                raise LockConfigError("a timeout makes no sense with blocking=False")
+            return 0.0
+        if timeout is None:
+            return self.timeout
+        return wait
+
+    def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
+        """Try to take the lock, waiting up to ``wait`` seconds (None: no limit).
+
+        One script per try sets the key and issues the fencing token; a blocked waiter
+        sleeps in BLPOP on the wake key until a release pushes to it, at most
+        ``recheck_interval`` and at most the holder's remaining TTL.
+        """
+        h = self.current()
+        if h is not None and not h.lost:
+            raise LockUsageError(
+                f"lock {self.name!r} is already held by this object (Lock is not reentrant)"
+            )
+        keys = self.keys
+        token = new_token()
+        self.pending_token = token
+        start = time.monotonic()
+        deadline = None if wait is None else start + wait
+        lease_ms = validate.to_ms(self.lease)
+        marker_ms = validate.to_ms(self.recheck_interval + 1.0) if blocking and wait != 0 else 0
+        meta = _meta()
+        try:
+            while True:
+                sent = time.monotonic()
+                reply = yield Eval(
+                    _ACQUIRE,
+                    (keys.lock, keys.fence, keys.wait),
+                    (token, lease_ms, meta, marker_ms),
+                )
+                status = as_str(reply[0])
+                if status == "ok":
+                    self.holding = Holding(
+                        token=token,
+                        fence=as_int(reply[1]),
+                        pid=os.getpid(),
+                        acquired_at=sent,
+                        expires_at=sent + self.lease,
+                    )
+                    self.last_lost = False
+                    self.counters.acquisitions += 1
+                    self.counters.total_wait += time.monotonic() - start
+                    return True
+                if status != "busy":
+                    raise UnexpectedReplyError(f"lock_acquire replied {reply!r}")
+                pttl = as_int(reply[1])
+                if pttl == -1:
+                    raise UnexpectedReplyError(
+                        f"lock key {keys.lock!r} exists without a TTL: it was not written by "
+                        "redislock (or was PERSISTed); it would never expire"
+                    )
+                now = time.monotonic()
+                if marker_ms == 0 or (deadline is not None and now >= deadline):
+                    self.counters.failed_acquisitions += 1
+                    self.counters.total_wait += now - start
+                    return False
+                block = self.recheck_interval
+                if pttl >= 0:
+                    block = min(block, pttl / 1000.0 + 0.001)
+                if deadline is not None:
+                    block = min(block, deadline - now)
+                if self.max_block is not None:
+                    block = min(block, self.max_block)
+                yield BlockPop(keys.wake, max(block, 0.001))
+        finally:
+            self.pending_token = None
+
+    def release_flow(self, h: Holding) -> Flow[None]:
+        """Compare-and-delete; raises :class:`LockLostError` if the lease was gone.
+
+        The caller marks ``h.closing`` before driving this flow and restores it if the
+        flow raises a Redis error.
+        """
+        reply = yield self._release_op(h.token)
+        status = as_str(reply)
+        if self.holding is h:
+            self.holding = None
+        if status not in ("ok", "gone", "taken"):
+            raise UnexpectedReplyError(f"lock_release replied {reply!r}")
+        if h.lost:
+            self.last_lost = True
+            raise LockLostError(self.name, h.lost_reason)
+        if status != "ok":
+            self.last_lost = True
+            raise LockLostError(self.name, _why(status))
+
+    def abandon_flow(self, token: str) -> Flow[None]:
+        """Delete the key if ``token`` holds it (cleanup after a cancelled acquire)."""
+        yield self._release_op(token)
+
+    def _release_op(self, token: str) -> Eval:
+        keys = self.keys
+        wake_ms = validate.to_ms(max(1.0, 2 * self.recheck_interval))
+        return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake), (token, wake_ms))
+
+    def extend_flow(self, h: Holding, seconds: float, mode: str) -> Flow[float]:
+        """Owner-checked PEXPIRE; returns the new TTL in seconds.
+
+        ``mode``: ``"add"`` (remaining + seconds), ``"set"`` (exactly seconds) or ``"max"``
+        (at least seconds; used by the watchdog so it never shortens a user's extension).
+        Raises :class:`LockLostError` if the key is gone or taken; it is never re-created.
+        """
+        sent = time.monotonic()
+        reply = yield Eval(_EXTEND, (self.keys.lock,), (h.token, validate.to_ms(seconds), mode))
+        status = as_str(reply[0])
+        if status == "ok":
+            ttl = as_int(reply[1]) / 1000.0
+            h.expires_at = sent + ttl
+            return ttl
+        if status not in ("gone", "taken"):
+            raise UnexpectedReplyError(f"lock_extend replied {reply!r}")
+        if not self.mark_lost(h, _why(status)) and h.closing:
+            raise NotOwnedError(self.name, "it was released while being extended")
+        raise LockLostError(self.name, _why(status))
+
+    def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
+        """Ask Redis what ``token`` holds: (status, ttl seconds, fencing token)."""
+        reply = yield Eval(_STATUS, (self.keys.lock,), (token,))
+        status = as_str(reply[0])
+        if status not in ("ok", "gone", "taken"):
+            raise UnexpectedReplyError(f"lock_status replied {reply!r}")
+        return status, as_int(reply[1]) / 1000.0, as_int(reply[2])
+
+    def adopt_flow(self, token: Any) -> Flow[None]:
+        """Take over the hold identified by ``token`` (from :meth:`detach` elsewhere)."""
+        token = validate.check_token(token)
+        h = self.current()
+        if h is not None and not h.lost:
+            raise LockUsageError(f"lock {self.name!r} is already held by this object")
+        sent = time.monotonic()
+        status, ttl, fence = yield from self.status_flow(token)
+        if status != "ok":
+            raise NotOwnedError(self.name, f"no hold with that token ({_why(status)})")
+        self.holding = Holding(
+            token=token, fence=fence, pid=os.getpid(), acquired_at=sent, expires_at=sent + ttl
+        )
+        self.last_lost = False
+
+    def locked_flow(self) -> Flow[bool]:
+        """Whether anybody holds the lock."""
+        return bool((yield Call(("EXISTS", self.keys.lock))))
+
+    def owned_flow(self) -> Flow[bool]:
+        """Whether this object's token holds the lock in Redis right now."""
+        h = self.current()
+        if h is None:
+            return False
+        status, _, _ = yield from self.status_flow(h.token)
+        return status == "ok"
+
+    def remaining_flow(self) -> Flow[float | None]:
+        """Seconds left on the key's TTL if this object holds it, else None."""
+        h = self.current()
+        if h is None:
+            return None
+        status, ttl, _ = yield from self.status_flow(h.token)
+        return ttl if status == "ok" else None
+
+    # ------------------------------------------------------------------ renewal
+
+    def renewal_seconds(self, h: Holding, now: float) -> float | None:
+        """TTL to renew to, in seconds, or None when ``max_lease`` forbids renewing."""
+        if self.max_lease is None:
+            return self.lease
+        left = h.acquired_at + self.max_lease - now
+        if left < 0.001:
+            return None
+        return min(self.lease, left)
+
+    def renew_flow(self, h: Holding) -> Flow[tuple[float | None, bool]]:
+        """One watchdog step for ``h``.
+
+        Returns (monotonic time of the next step, or None to stop renewing ``h``; whether
+        this step found the lease lost, so the shell must call ``on_lost``).
+        """
+        if h.closing or h.lost or h is not self.holding:
+            return None, False
+        now = time.monotonic()
+        seconds = self.renewal_seconds(h, now)
+        if seconds is None:
+            if now < h.expires_at:
+                return h.expires_at, False
+            return None, self.mark_lost(h, "max_lease reached; the lease was left to expire")
+        try:
+            yield from self.extend_flow(h, seconds, "max")
+        except NotOwnedError:  # LockLostError included: extend_flow marked it
+            self.counters.renewal_failures += 1
+            return None, h.lost and not h.closing
+        except Exception as exc:  # Redis unreachable, timed out, refused the command
+            return self.renewal_error(h, exc)
+        self.counters.renewals += 1
+        return time.monotonic() + self.renew_interval, False
+
+    def renewal_error(self, h: Holding, error: BaseException) -> tuple[float | None, bool]:
+        """After a renewal that failed with ``error``: as :meth:`renew_flow` returns.
+
+        Retries a few times; once the local lease estimate has run out the lease counts as
+        lost (another client may hold the lock by now).
+        """
+        self.counters.renewal_failures += 1
+        now = time.monotonic()
+        if now >= h.expires_at:
+            return None, self.mark_lost(
+                h, f"could not renew before the lease ran out: {type(error).__name__}: {error}"
+            )
+        return min(h.expires_at, now + max(0.05, min(self.renew_interval / 4.0, 1.0))), False
+
+
+def _why(status: str) -> str:
+    if status == "gone":
+        return "the lease expired or the key was deleted"
+    return "another holder has the lock"

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: MIT
+"""The renewal schedule shared by the sync (thread) and asyncio (task) watchdogs.
+
+A heap of (due time, lock, holding). Each holding is scheduled at most once at a time; a
+released or detached holding is discarded at once, so the schedule knows when nothing is
+left to renew. Locks are referenced weakly: a lock object that is garbage-collected stops
+being renewed and its lease runs out in Redis.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import weakref
+from typing import Generic, TypeVar
+
+from redislock._core.lock import Holding
+
+__all__ = ["Schedule"]
+
+L = TypeVar("L")
+
+
+class Schedule(Generic[L]):
+    """Due renewals, earliest first. Not thread-safe: the shells guard it."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, weakref.ref[L], Holding]] = []
+        self._seq = itertools.count()
+        self._pending: set[Holding] = set()
+
+    def __len__(self) -> int:
+        """Number of holdings waiting for renewal."""
+        return len(self._pending)
+
+    def add(self, lock: L, h: Holding, due: float) -> None:
+        """Renew ``h`` of ``lock`` at monotonic time ``due`` (replaces an earlier entry)."""
+        self._pending.add(h)
+        heapq.heappush(self._heap, (due, next(self._seq), weakref.ref(lock), h))
+
+    def discard(self, h: Holding) -> None:
+        """Stop renewing ``h`` (released or detached)."""
+        self._pending.discard(h)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._heap.clear()
+        self._pending.clear()
+
+    def pop_due(self, now: float) -> tuple[L, Holding] | float | None:
+        """The next due (lock, holding); else seconds until the next one; None if empty."""
+        while self._heap:
+            due, _, ref, h = self._heap[0]
+            lock = ref()
+            if lock is None or h.closing or h not in self._pending:
+                heapq.heappop(self._heap)
+                if lock is None or h.closing:
+                    self._pending.discard(h)
+                continue
+            if due > now:
+                return due - now
+            heapq.heappop(self._heap)
+            self._pending.discard(h)
+            return lock, h
+        self._pending.clear()
+        return None

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: MIT
+"""The Lua scripts, loaded once from ``redislock/scripts/*.lua`` with their SHA1.
+
+No client is involved: the SHA1 is computed locally, so every client, cluster node or
+Redlock master can run a script with EVALSHA and fall back to EVAL on NOSCRIPT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+
+__all__ = ["SCRIPTS", "Script"]
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One Lua script: its file stem, source text and SHA1 (hex)."""
+
+    name: str
+    source: str
+    sha: str
+
+
+def _load() -> MappingProxyType[str, Script]:
+    found: dict[str, Script] = {}
+    for entry in resources.files("redislock").joinpath("scripts").iterdir():
+        if entry.name.endswith(".lua"):
+            source = entry.read_text(encoding="utf-8")
+            sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
+            found[entry.name[: -len(".lua")]] = Script(entry.name[: -len(".lua")], source, sha)
+    return MappingProxyType(dict(sorted(found.items())))
+
+
+SCRIPTS = _load()
+"""All scripts by name (file stem), e.g. ``SCRIPTS["lock_acquire"]``."""

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: MIT
+"""Argument checks that run before any network I/O (see research/reliability.md §5).
+
+Every check raises :class:`~redislock.errors.LockConfigError` with a message that names the
+argument and what was wrong with it.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from typing import Any
+
+from redislock.errors import LockConfigError
+
+__all__ = [
+    "MAX_DURATION",
+    "MAX_NAME_BYTES",
+    "check_duration",
+    "check_name",
+    "check_optional_duration",
+    "check_prefix",
+    "check_timeout",
+    "check_token",
+    "to_ms",
+]
+
+MAX_NAME_BYTES = 1024
+"""Longest lock name accepted, in UTF-8 bytes."""
+
+MAX_DURATION = 366 * 24 * 3600.0
+"""Longest TTL or lease accepted, in seconds (about a year); longer is almost surely a unit mix-up."""
+
+_MIN_DURATION = 0.001  # seconds: Redis PX has millisecond resolution
+
+
+def _number(what: str, value: Any) -> float:
+    # bool is an int in Python; True seconds is always a bug.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LockConfigError(f"{what} must be a number of seconds (int or float), got {value!r}")
+    result = float(value)
+    if math.isnan(result):
+        raise LockConfigError(f"{what} must be a number of seconds, got NaN")
+    return result
+
+
+def check_duration(what: str, value: Any) -> float:
+    """A lease-like duration: finite, at least 1 ms, at most :data:`MAX_DURATION`; seconds."""
+    seconds = _number(what, value)
+    if math.isinf(seconds):
+        raise LockConfigError(f"{what} must be finite, got {value!r}")
+    if seconds <= 0:
+        raise LockConfigError(f"{what} must be > 0 seconds, got {value!r}")
+    if seconds < _MIN_DURATION:
+        raise LockConfigError(
+            f"{what} must be at least 0.001 seconds (Redis TTLs are whole milliseconds), "
+            f"got {value!r}"
+        )
+    if seconds > MAX_DURATION:
+        raise LockConfigError(
+            f"{what} must be at most {MAX_DURATION:.0f} seconds (one year), got {value!r}; "
+            "is it in milliseconds by mistake?"
+        )
+    return seconds
+
+
+def check_optional_duration(what: str, value: Any) -> float | None:
+    """Like :func:`check_duration`, but ``None`` passes through."""
+    return None if value is None else check_duration(what, value)
+
+
+def check_timeout(what: str, value: Any) -> float | None:
+    """A wait limit in seconds: ``None`` or ``math.inf`` mean no limit, 0 means one try."""
+    if value is None:
+        return None
+    seconds = _number(what, value)
+    if seconds < 0:
+        raise LockConfigError(f"{what} must be >= 0 seconds or None, got {value!r}")
+    return None if math.isinf(seconds) else seconds
+
+
+def to_ms(seconds: float) -> int:
+    """Seconds to whole milliseconds for Redis, never below 1 (the only seconds→ms conversion)."""
+    return max(1, round(seconds * 1000.0))
+
+
+def check_name(value: Any) -> str:
+    """A lock name: non-empty ``str``, at most 1024 UTF-8 bytes, no control characters.
+
+    It may not start with ``}``, which would give the lock's keys an empty hash tag and
+    scatter them over Redis Cluster slots.
+    """
+    if not isinstance(value, str):
+        raise LockConfigError(f"lock name must be a str, got {type(value).__name__}")
+    if not value:
+        raise LockConfigError("lock name must not be empty")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise LockConfigError("lock name must be valid Unicode (it has a lone surrogate)") from None
+    if size > MAX_NAME_BYTES:
+        raise LockConfigError(f"lock name is {size} bytes long; the limit is {MAX_NAME_BYTES}")
+    _check_printable("lock name", value)
+    if value.startswith("}"):
+        raise LockConfigError("lock name must not start with '}' (it would empty the hash tag)")
+    return value
+
+
+def check_prefix(value: Any) -> str:
+    """A key prefix: ``str`` without braces or control characters, at most 256 bytes."""
+    if not isinstance(value, str):
+        raise LockConfigError(f"prefix must be a str, got {type(value).__name__}")
+    if "{" in value or "}" in value:
+        raise LockConfigError("prefix must not contain '{' or '}': redislock places the hash tag")
+    if len(value.encode("utf-8", "surrogatepass")) > 256:
+        raise LockConfigError("prefix must be at most 256 bytes")
+    _check_printable("prefix", value)
+    return value
+
+
+def check_token(value: Any) -> str:
+    """An owner token handed to :meth:`Lock.adopt`: at least 32 characters of ``[0-9a-f]``."""
+    if not isinstance(value, str):
+        raise LockConfigError(f"token must be a str, got {type(value).__name__}")
+    if len(value) < 32 or len(value) > 256 or value.strip("0123456789abcdef"):
+        raise LockConfigError("token must be 32 to 256 lowercase hex characters")
+    return value
+
+
+def _check_printable(what: str, value: str) -> None:
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Cs"):
+            raise LockConfigError(f"{what} must not contain control characters, got {value!r}")

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: MIT
+"""Every exception redislock raises.
+
+::
+
+    RedisLockError                          root; never raised itself
+    ├── LockConfigError (ValueError)        invalid argument, raised before any network I/O
+    ├── AcquireTimeoutError (TimeoutError)  gave up waiting for the lock
+    ├── NotOwnedError                       release/extend of a lock this object does not hold
+    │   └── LockLostError                   the lease ran out or was taken while we believed we held it
+    ├── LockUsageError (RuntimeError)       lifecycle misuse: acquire while held, use across fork
+    └── UnexpectedReplyError                a script reply or key state this version does not understand
+
+Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
+``NOPERM``, ``READONLY``, ``OOM``) pass through unwrapped. They are never turned into
+"lock busy" or "not acquired".
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AcquireTimeoutError",
+    "LockConfigError",
+    "LockLostError",
+    "LockUsageError",
+    "NotOwnedError",
+    "RedisLockError",
+    "UnexpectedReplyError",
+]
+
+
+class RedisLockError(Exception):
+    """Root of every exception this package raises."""
+
+
+class LockConfigError(RedisLockError, ValueError):
+    """An argument is invalid (bad duration, bad name, wrong client type).
+
+    Raised by constructors and methods before any network I/O, so nothing is left in Redis.
+    """
+
+
+class AcquireTimeoutError(RedisLockError, TimeoutError):
+    """Waiting for the lock took longer than the allowed timeout.
+
+    Attributes:
+        name: the lock name.
+        waited: how long the caller waited, in seconds.
+    """
+
+    def __init__(self, name: str, waited: float) -> None:
+        super().__init__(f"timed out after {waited:.3f} s waiting for lock {name!r}")
+        self.name = name
+        self.waited = waited
+
+    def __reduce__(self) -> tuple[type[AcquireTimeoutError], tuple[str, float]]:
+        return (type(self), (self.name, self.waited))
+
+
+class NotOwnedError(RedisLockError):
+    """The lock is not held by this object (never acquired, released, expired or taken over).
+
+    Attributes:
+        name: the lock name.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"lock {name!r} is not owned by this object: {reason}")
+        self.name = name
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[NotOwnedError], tuple[str, str]]:
+        return (type(self), (self.name, self.reason))
+
+
+class LockLostError(NotOwnedError):
+    """The lease was lost while this object believed it held the lock.
+
+    The key expired, was deleted or was taken by another holder, or Redis could not be
+    reached to renew it before the local lease estimate ran out. Whatever the critical
+    section did after that point may have overlapped with another holder: this is what
+    fencing tokens are for.
+    """
+
+
+class LockUsageError(RedisLockError, RuntimeError):
+    """The lock object was used in a way its life cycle does not allow.
+
+    For example acquiring a ``Lock`` object that already holds the lock (it is not
+    reentrant), or using in a forked child a lock acquired by the parent.
+    """
+
+
+class UnexpectedReplyError(RedisLockError):
+    """Redis returned a reply or key state this version of redislock does not understand.
+
+    Also raised when a lock key exists without a TTL: something other than redislock
+    wrote it, and waiting for it would wait forever.
+    """

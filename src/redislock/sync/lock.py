@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: MIT
+"""``Lock``: a mutex with a lease, a fencing token and loss detection, over a sync client."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import final
+
+import redis
+import redis.cluster
+
+from redislock._base import LockBase
+from redislock._core import validate
+from redislock.errors import AcquireTimeoutError
+from redislock.sync._driver import run
+from redislock.sync.renewer import renewer
+
+__all__ = ["Lock"]
+
+
+@final
+class Lock(LockBase):
+    """A distributed mutex on one Redis (or one Redis Cluster slot).
+
+    Pick it to run a job once, serialize work on a key, or elect a leader. For asyncio use
+    :class:`AsyncLock`. Algorithm: the Redis docs' distributed-locks page for a single
+    instance (``SET NX PX`` with a random token, compare-and-delete release), plus a
+    fencing token (Kleppmann 2016) and a watchdog lease (Redisson's design).
+
+    Example::
+
+        lock = Lock(redis.Redis(), "nightly-report")
+        with lock:                      # waits; raises AcquireTimeoutError on timeout
+            write(data, fence=lock.fencing_token)
+
+    Args:
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``; ``decode_responses``
+            either way. Give it a ``socket_timeout`` so a dead network cannot hang renewal.
+        name: lock name: non-empty str, at most 1024 UTF-8 bytes, no control characters,
+            not starting with ``}``.
+        ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.
+            ``None`` (default) means a watchdog lease of ``watchdog_lease`` seconds renewed
+            every ``renew_interval`` seconds while held.
+        on_lost: called as ``on_lost(lock)`` from the renewer thread when the watchdog finds
+            the lease gone or cannot renew it before it runs out. Keep it short.
+        timeout: default wait limit in seconds for ``with`` and ``acquire()``; None: no limit.
+        watchdog_lease: watchdog lease length in seconds (default 30).
+        renew_interval: seconds between renewals; default a third of the lease, at most half.
+        max_lease: cap in seconds on the total hold under the watchdog (a hung holder stops
+            being renewed after it); None: no cap.
+        recheck_interval: longest a waiter sleeps between tries, in seconds, should a
+            wake-up be lost (default 0.5). Waiters are woken by the release itself.
+        prefix: key prefix (default ``"redislock:"``); no braces.
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    _client_types = (redis.Redis, redis.cluster.RedisCluster)
+    _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use AsyncLock)"
+
+    __slots__ = ()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take the lock, waiting up to ``timeout`` seconds.
+
+        One round trip per try: a script sets the key with a fresh token and PX TTL only if
+        absent, and issues the next fencing token. A waiter is woken by the release (BLPOP on
+        a wake-up list), re-checking at least every ``recheck_interval`` seconds.
+
+        Args:
+            blocking: False for a single try.
+            timeout: wait limit in seconds; None uses the lock's ``timeout`` (default: no
+                limit); 0 means one try.
+
+        Returns:
+            True if acquired, False if the wait ended without the lock.
+
+        Raises:
+            LockConfigError: bad arguments (before any I/O).
+            LockUsageError: this object already holds the lock (it is not reentrant).
+            UnexpectedReplyError: the key exists without a TTL (not written by redislock).
+            redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM).
+        """
+        wait = self._core.check_acquire_args(blocking, timeout)
+        ok = run(self._client, self._core.acquire_flow(wait, blocking))
+        if ok and self._core.watchdog:
+            h = self._core.holding
+            assert h is not None
+            renewer().schedule(self, h, h.acquired_at + self._core.renew_interval)
+        return ok
+
+    def release(self) -> None:
+        """Release the lock if this object still holds it (compare-and-delete, one round trip).
+
+        Wakes one waiter. Stops the watchdog for this hold.
+
+        Raises:
+            NotOwnedError: this object does not hold the lock (never acquired, released).
+            LockLostError: the lease was lost before release (expired, taken, unrenewable);
+                the key of another holder is never touched.
+            redis.exceptions.RedisError: Redis failed; the object still holds the lock and
+                release may be retried.
+        """
+        h = self._core.require_holding(allow_lost=True)
+        h.closing = True
+        try:
+            run(self._client, self._core.release_flow(h))
+        except Exception:
+            if self._core.holding is h:  # no reply: the lock may still be ours
+                h.closing = False
+                if self._core.watchdog and not h.lost:
+                    renewer().schedule(self, h, time.monotonic())
+            raise
+
+    def extend(self, seconds: float, *, replace: bool = False) -> float:
+        """Lengthen the lease of the current hold (owner-checked, one round trip).
+
+        Args:
+            seconds: seconds to add to the remaining TTL, or with ``replace=True`` the new
+                TTL in seconds.
+            replace: set the TTL to ``seconds`` instead of adding.
+
+        Returns:
+            The new TTL in seconds.
+
+        Raises:
+            LockConfigError: bad ``seconds`` (before any I/O).
+            NotOwnedError: this object does not hold the lock.
+            LockLostError: the lease was lost; an expired lock is never re-created.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        amount = validate.check_duration("seconds", seconds)
+        h = self._core.require_holding()
+        return run(self._client, self._core.extend_flow(h, amount, "set" if replace else "add"))
+
+    def locked(self) -> bool:
+        """Whether anybody holds the lock now (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.locked_flow())
+
+    def owned(self) -> bool:
+        """Whether this object's token holds the lock in Redis now (one round trip if held).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.owned_flow())
+
+    def remaining(self) -> float | None:
+        """Seconds left on the lease if this object holds the lock, else None.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.remaining_flow())
+
+    def adopt(self, token: str) -> None:
+        """Take over a hold by its owner token (from :meth:`detach` in another process).
+
+        The fencing token and lease come from Redis; a watchdog lock resumes renewal here.
+
+        Raises:
+            LockConfigError: ``token`` is not 32-256 lowercase hex characters.
+            LockUsageError: this object already holds the lock.
+            NotOwnedError: no current hold has that token.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        run(self._client, self._core.adopt_flow(token))
+        h = self._core.holding
+        if self._core.watchdog and h is not None:
+            renewer().schedule(self, h, time.monotonic())
+
+    def __enter__(self) -> Lock:
+        start = time.monotonic()
+        if not self.acquire():
+            raise AcquireTimeoutError(self.name, time.monotonic() - start)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as err:  # never mask the body's own exception
+            exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")
+

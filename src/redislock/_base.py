@@ -4,12 +4,17 @@ construction, local properties, ``detach()``, ``statistics()`` and ``repr``."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore, LockStatistics
+from redislock._core.lock import (
+    DEFAULT_RECHECK,
+    DEFAULT_WATCHDOG_LEASE,
+    LockCore,
+    LockStatistics,
+    token_tag,
+)
 from redislock.errors import LockConfigError
 
 __all__ = ["LockBase"]
@@ -122,6 +127,6 @@ class LockBase:
         if h is None:
             state = "unlocked"
         else:
-            tag = hashlib.sha256(h.token.encode()).hexdigest()[:8]
+            tag = token_tag(h.token)
             state = f"{'lost' if h.lost else 'held'} fence={h.fence} token~{tag}"
         return f"<{type(self).__name__} {self.name!r} {state}>"

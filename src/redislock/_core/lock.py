@@ -11,6 +11,7 @@ exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import socket
@@ -31,7 +32,15 @@ from redislock.errors import (
     UnexpectedReplyError,
 )
 
-__all__ = ["DEFAULT_WATCHDOG_LEASE", "Holding", "LockCore", "LockStatistics", "new_token"]
+__all__ = [
+    "DEFAULT_WATCHDOG_LEASE",
+    "HolderInfo",
+    "Holding",
+    "LockCore",
+    "LockStatistics",
+    "new_token",
+    "token_tag",
+]
 
 DEFAULT_WATCHDOG_LEASE: Final = 30.0
 """Lease length, in seconds, when ``ttl=None`` (renewed by the watchdog)."""
@@ -50,6 +59,11 @@ _HOST = "".join(ch for ch in socket.gethostname() if ch.isprintable() and ch != 
 def new_token() -> str:
     """A fresh owner token: 128 bits from :mod:`secrets`, as 32 hex characters."""
     return secrets.token_hex(16)
+
+
+def token_tag(token: str) -> str:
+    """A short, non-secret tag of a token for logs and ``repr``: 8 hex digits of SHA-256."""
+    return hashlib.sha256(token.encode()).hexdigest()[:8]
 
 
 def _meta() -> str:
@@ -473,3 +487,40 @@ def _why(status: str) -> str:
     if status == "gone":
         return "the lease expired or the key was deleted"
     return "another holder has the lock"
+
+
+@dataclass(frozen=True, slots=True)
+class HolderInfo:
+    """Who holds a lock, decoded from the lock key's value (no secret in it).
+
+    Attributes:
+        fence: fencing token of the hold.
+        host: host name of the holder.
+        pid: process id of the holder.
+        acquired_at: Unix time of the acquisition, in seconds.
+        token_tag: first 8 hex digits of SHA-256 of the owner token (the token is secret).
+    """
+
+    fence: int
+    host: str
+    pid: int
+    acquired_at: float
+    token_tag: str
+
+    @classmethod
+    def parse(cls, value: object) -> HolderInfo | None:
+        """Decode ``"<token>|<fence>|<host>|<pid>|<acquired_unix_ms>"``; None if malformed."""
+        parts = as_str(value).split("|")
+        if len(parts) != 5:
+            return None
+        token, fence, host, pid, acquired = parts
+        try:
+            return cls(
+                fence=int(fence),
+                host=host,
+                pid=int(pid),
+                acquired_at=int(acquired) / 1000.0,
+                token_tag=token_tag(token),
+            )
+        except ValueError:
+            return None

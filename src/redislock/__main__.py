@@ -1,0 +1,3 @@
+from redislock.cli import main
+
+raise SystemExit(main())

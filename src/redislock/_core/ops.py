@@ -14,10 +14,17 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+from redis.exceptions import (
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+)
+
 from redislock._core.scripts import Script
 from redislock.errors import UnexpectedReplyError
 
-__all__ = ["BlockPop", "Call", "Eval", "Flow", "Op", "as_int", "as_str"]
+__all__ = ["BlockPop", "Call", "Eval", "Flow", "Op", "as_int", "as_str", "script_error"]
 
 T = TypeVar("T")
 
@@ -69,3 +76,24 @@ def as_int(value: object) -> int:
         except ValueError:
             pass
     raise UnexpectedReplyError(f"expected an integer reply, got {value!r}")
+
+
+_WRAPPED = (("-READONLY", ReadOnlyError), ("-NOPERM", NoPermissionError), ("-OOM", OutOfMemoryError))
+
+
+def script_error(exc: ResponseError) -> ResponseError | None:
+    """The typed redis-py error inside a script failure, or None if there is none.
+
+    Redis reports a command refused inside a script as ``Error running script ...:
+    -READONLY You can't write against a read only replica``; redis-py then raises a plain
+    ``ResponseError``. Unwrapped, it is the ``ReadOnlyError`` (or ``NoPermissionError``,
+    ``OutOfMemoryError``) that callers and redis-py's Sentinel failover handling expect.
+    """
+    if type(exc) is not ResponseError:
+        return None
+    text = str(exc)
+    for marker, cls in _WRAPPED:
+        at = text.find(marker)
+        if at >= 0:
+            return cls(text[at + len(marker) :].strip())
+    return None

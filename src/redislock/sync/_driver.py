@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
-from redislock._core.ops import BlockPop, Eval, Flow, Op
+from redislock._core.ops import BlockPop, Eval, Flow, Op, script_error
 
 __all__ = ["run"]
 
@@ -15,14 +15,20 @@ T = TypeVar("T")
 
 
 def _execute(client: Any, op: Op) -> Any:
-    if type(op) is Eval:
+    if isinstance(op, Eval):
         n = len(op.keys)
         try:
-            return client.evalsha(op.script.sha, n, *op.keys, *op.args)
-        except NoScriptError:
-            # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body and caches it.
-            return client.eval(op.script.source, n, *op.keys, *op.args)
-    if type(op) is BlockPop:
+            try:
+                return client.evalsha(op.script.sha, n, *op.keys, *op.args)
+            except NoScriptError:
+                # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.
+                return client.eval(op.script.source, n, *op.keys, *op.args)
+        except ResponseError as exc:
+            typed = script_error(exc)
+            if typed is None:
+                raise
+            raise typed from exc
+    if isinstance(op, BlockPop):
         return client.blpop([op.key], timeout=op.timeout)
     return client.execute_command(*op.args)
 

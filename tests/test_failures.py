@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+"""A Redis failure surfaces as that error, never as "not acquired" or "busy"."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from redislock import AsyncLock, Lock
+from redislock.server import RedisProcess
+
+Spawn = Callable[..., RedisProcess]
+
+
+def acquire_with(flavor: str, client_kwargs: dict[str, Any], name: str = "f") -> bool:
+    """Acquire once with a fresh client of ``flavor``; errors propagate."""
+    if flavor == "sync":
+        client = redis.Redis(**client_kwargs)
+        try:
+            return Lock(client, name, ttl=5).acquire(blocking=False)
+        finally:
+            client.close()
+
+    async def go() -> bool:
+        aclient = redis.asyncio.Redis(**client_kwargs)
+        try:
+            return await AsyncLock(aclient, name, ttl=5).acquire(blocking=False)
+        finally:
+            await aclient.aclose()
+
+    return asyncio.run(go())
+
+
+FLAVOR = pytest.mark.parametrize("flavor", ["sync", "async"])
+
+
+@FLAVOR
+def test_connection_refused(flavor: str, tmp_path: Any) -> None:
+    kwargs = {"unix_socket_path": str(tmp_path / "nobody.sock")}
+    with pytest.raises(redis.exceptions.ConnectionError):
+        acquire_with(flavor, kwargs)
+
+
+@FLAVOR
+def test_noperm(flavor: str, redis_server: RedisProcess) -> None:
+    admin = redis.Redis(**redis_server.client_kwargs())
+    admin.acl_setuser(
+        "limited",
+        enabled=True,
+        passwords=["+secret-pw"],
+        keys=["other:*"],
+        commands=["+@all"],
+    )
+    try:
+        kwargs = {**redis_server.client_kwargs(), "username": "limited", "password": "secret-pw"}
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            acquire_with(flavor, kwargs)
+    finally:
+        admin.acl_deluser("limited")
+        admin.close()
+
+
+@FLAVOR
+def test_readonly_replica(flavor: str, redis_server: RedisProcess, spawn_server: Spawn) -> None:
+    primary = spawn_server(unix_socket=False)
+    replica = spawn_server(unix_socket=False, args=["--replicaof", "127.0.0.1", str(primary.port)])
+    with pytest.raises(redis.exceptions.ReadOnlyError):
+        acquire_with(flavor, replica.client_kwargs())
+    assert acquire_with(flavor, primary.client_kwargs()) is True
+
+
+@FLAVOR
+def test_out_of_memory(flavor: str, spawn_server: Spawn) -> None:
+    server = spawn_server(args=["--maxmemory", "1", "--maxmemory-policy", "noeviction"])
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        acquire_with(flavor, server.client_kwargs())
+    client = redis.Redis(**server.client_kwargs())
+    assert client.keys("*") == []  # nothing half-written
+    client.close()
+
+
+def test_waiting_acquire_does_not_hide_a_dying_server(spawn_server: Spawn) -> None:
+    server = spawn_server()
+    client = redis.Redis(**server.client_kwargs())
+    holder = Lock(client, "dying", ttl=30)
+    assert holder.acquire()
+    waiter = Lock(client, "dying", ttl=30, recheck_interval=0.1)
+    server.stop()
+    with pytest.raises(redis.exceptions.ConnectionError):
+        waiter.acquire(timeout=5)
+    client.close()

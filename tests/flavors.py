@@ -97,9 +97,7 @@ class Flavor:
 
 
 @contextlib.contextmanager
-def make_flavor(
-    which: str, server: RedisProcess, decode: bool, lt: LoopThread
-) -> Iterator[Flavor]:
+def make_flavor(which: str, server: RedisProcess, decode: bool, lt: LoopThread) -> Iterator[Flavor]:
     """Clients for flavour ``which`` ("sync" or "async"), closed afterwards."""
     admin = redis.Redis(**server.client_kwargs(), decode_responses=True)
     if which == "sync":
@@ -116,9 +114,7 @@ def make_flavor(
 
     aclient = lt.run(connect())
     try:
-        yield Flavor(
-            which, lambda n, **kw: AsyncFacade(AsyncLock(aclient, n, **kw), lt), admin, lt
-        )
+        yield Flavor(which, lambda n, **kw: AsyncFacade(AsyncLock(aclient, n, **kw), lt), admin, lt)
     finally:
         lt.run(aclient.aclose())
         admin.close()

@@ -101,7 +101,7 @@ async def test_cancelled_release_while_redis_is_paused(ar: redis.asyncio.Redis) 
     lock = AsyncLock(ar, "paused-release", ttl=30)
     assert await lock.acquire()
     admin = redis.asyncio.Redis(connection_pool=ar.connection_pool)
-    await admin.execute_command("CLIENT", "PAUSE", "400", "WRITE")
+    await admin.client_pause(400, all=False)  # pause writes only
     task = asyncio.create_task(lock.release())
     await asyncio.sleep(0.1)
     task.cancel()
@@ -136,7 +136,8 @@ async def test_tasks_exclude_each_other(ar: redis.asyncio.Redis) -> None:
     await asyncio.gather(*(worker() for _ in range(20)))
     assert peak == 1
     assert int(await ar.get("counter") or 0) == 100
-    assert fences == sorted(fences) and len(set(fences)) == 100
+    assert fences == sorted(fences)
+    assert len(set(fences)) == 100
 
 
 async def test_watchdog_task_is_one_per_loop_and_ends_when_idle(ar: redis.asyncio.Redis) -> None:
@@ -179,9 +180,7 @@ async def test_watchdog_notices_unreachable_redis(spawn_server: object) -> None:
     server = spawn()
     client = redis.asyncio.Redis(**server.client_kwargs())
     fired = asyncio.Event()
-    lock = AsyncLock(
-        client, "unreachable", watchdog_lease=1.0, on_lost=lambda _: fired.set()
-    )
+    lock = AsyncLock(client, "unreachable", watchdog_lease=1.0, on_lost=lambda _: fired.set())
     assert await lock.acquire()
     server.stop()
     start = time.monotonic()

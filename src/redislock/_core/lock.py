@@ -163,11 +163,8 @@ class LockCore:
         name = validate.check_name(name)
         prefix = validate.check_prefix(prefix)
         fixed = validate.check_optional_duration("ttl", ttl)
-        lease = (
-            fixed
-            if fixed is not None
-            else validate.check_duration("watchdog_lease", watchdog_lease)
-        )
+        watchdog = validate.check_duration("watchdog_lease", watchdog_lease)
+        lease = fixed if fixed is not None else watchdog
         if renew_interval is None:
             interval = lease / 3.0
         else:
@@ -517,6 +514,8 @@ class HolderInfo:
     @classmethod
     def parse(cls, value: object) -> HolderInfo | None:
         """Decode ``"<token>|<fence>|<host>|<pid>|<acquired_unix_ms>"``; None if malformed."""
+        if not isinstance(value, bytes | str):
+            return None
         parts = as_str(value).split("|")
         if len(parts) != 5:
             return None

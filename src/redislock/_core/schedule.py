@@ -34,7 +34,11 @@ class Schedule(Generic[L]):
         return len(self._pending)
 
     def add(self, lock: L, h: Holding, due: float) -> None:
-        """Renew ``h`` of ``lock`` at monotonic time ``due`` (replaces an earlier entry)."""
+        """Renew ``h`` of ``lock`` at monotonic time ``due``.
+
+        If ``h`` is already scheduled, the earlier of the two times wins (at worst one extra
+        renewal).
+        """
         self._pending.add(h)
         heapq.heappush(self._heap, (due, next(self._seq), weakref.ref(lock), h))
 

@@ -38,7 +38,10 @@ def _number(what: str, value: Any) -> float:
     # bool is an int in Python; True seconds is always a bug.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise LockConfigError(f"{what} must be a number of seconds (int or float), got {value!r}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise LockConfigError(f"{what} is far too large: {value!r}") from None
     if math.isnan(result):
         raise LockConfigError(f"{what} must be a number of seconds, got NaN")
     return result
@@ -129,5 +132,10 @@ def check_token(value: Any) -> str:
 
 def _check_printable(what: str, value: str) -> None:
     for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cs"):
-            raise LockConfigError(f"{what} must not contain control characters, got {value!r}")
+        # Cc control, Cs surrogate, Cf format (bidi overrides, zero-width), Zl/Zp line breaks:
+        # all of them can forge or hide text in logs.
+        if unicodedata.category(ch) in ("Cc", "Cs", "Cf", "Zl", "Zp"):
+            raise LockConfigError(
+                f"{what} must not contain control, format or line-break characters, "
+                f"got {value!r}"
+            )

@@ -1,0 +1,573 @@
+# SPDX-License-Identifier: MIT
+"""Pure unit tests of ``redislock._core`` and ``redislock.errors``: no server, no I/O."""
+
+from __future__ import annotations
+
+import gc
+import math
+import pickle
+import string
+import unicodedata
+import weakref
+from typing import Any, Literal
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from redis.crc import key_slot
+
+from redislock import (
+    AcquireTimeoutError,
+    LockConfigError,
+    LockLostError,
+    LockUsageError,
+    NotOwnedError,
+    RedisLockError,
+    UnexpectedReplyError,
+)
+from redislock._core import validate
+from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.lock import (
+    DEFAULT_WATCHDOG_LEASE,
+    HolderInfo,
+    Holding,
+    LockCore,
+    new_token,
+    token_tag,
+)
+from redislock._core.ops import as_int, as_str
+from redislock._core.schedule import Schedule
+from redislock._core.validate import MAX_DURATION, MAX_NAME_BYTES
+
+# ------------------------------------------------------------------ strategies
+
+# Control, surrogate, format (bidi overrides, zero-width) and line/paragraph separators.
+_BAD_CATEGORIES: tuple[
+    Literal["Cc"], Literal["Cs"], Literal["Cf"], Literal["Zl"], Literal["Zp"]
+] = ("Cc", "Cs", "Cf", "Zl", "Zp")
+
+# Text that stresses hash tags and sub-key suffixes, mixed with arbitrary printable text.
+_tricky_alphabet = st.sampled_from([*"{}:ab|é日", ":fence", ":wait", ":wake", "}:"])
+_tricky_text = st.lists(_tricky_alphabet, min_size=1, max_size=12).map("".join)
+_any_text = st.text(st.characters(exclude_categories=_BAD_CATEGORIES), min_size=1, max_size=40)
+
+valid_names = (
+    st.one_of(_tricky_text, _any_text)
+    .filter(lambda s: not s.startswith("}"))
+    .filter(lambda s: len(s.encode("utf-8")) <= MAX_NAME_BYTES)
+)
+
+valid_prefixes = st.one_of(
+    st.just(DEFAULT_PREFIX),
+    st.text(
+        st.characters(exclude_categories=_BAD_CATEGORIES, exclude_characters="{}"),
+        max_size=20,
+    ),
+)
+
+
+def is_valid_name(s: str) -> bool:
+    """The documented rule, written independently of validate.check_name."""
+    try:
+        size = len(s.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return (
+        0 < size <= MAX_NAME_BYTES
+        and not s.startswith("}")
+        and all(unicodedata.category(c) not in _BAD_CATEGORIES for c in s)
+    )
+
+
+# ------------------------------------------------------------------ validate
+
+
+@settings(database=None, max_examples=60)
+@given(st.floats(min_value=0.001, max_value=MAX_DURATION))
+def test_to_ms_is_nearest_whole_millisecond(seconds: float) -> None:
+    ms = validate.to_ms(seconds)
+    assert isinstance(ms, int)
+    assert ms >= 1
+    assert abs(ms - seconds * 1000.0) <= 0.5
+
+
+@pytest.mark.parametrize(
+    ("seconds", "ms"),
+    [
+        (0.0, 1),
+        (1e-9, 1),
+        (0.0004, 1),
+        (0.001, 1),
+        (0.0016, 2),
+        (1, 1000),
+        (1.5, 1500),
+        (30, 30000),
+    ],
+)
+def test_to_ms_examples(seconds: float, ms: int) -> None:
+    assert validate.to_ms(seconds) == ms
+
+
+@settings(database=None, max_examples=60)
+@given(st.one_of(st.floats(min_value=0.001, max_value=MAX_DURATION), st.integers(1, 10**6)))
+def test_check_duration_accepts_the_valid_range(value: float) -> None:
+    result = validate.check_duration("lease", value)
+    assert type(result) is float
+    assert result == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, 0.0, -0.0, -1, 0.0009999, math.nan, math.inf, -math.inf, MAX_DURATION * 1.000001, 10**12],
+)
+def test_check_duration_rejects_out_of_range(value: float) -> None:
+    with pytest.raises(LockConfigError, match=r"^lease "):
+        validate.check_duration("lease", value)
+
+
+@pytest.mark.parametrize("value", [True, False, "1", b"1", None, [1], 1j])
+def test_check_duration_rejects_non_numbers(value: Any) -> None:
+    with pytest.raises(LockConfigError, match=r"^lease must be a number"):
+        validate.check_duration("lease", value)
+
+
+def test_check_optional_duration() -> None:
+    assert validate.check_optional_duration("ttl", None) is None
+    assert validate.check_optional_duration("ttl", 2) == 2.0
+    with pytest.raises(LockConfigError, match="ttl"):
+        validate.check_optional_duration("ttl", 0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, None), (math.inf, None), (0, 0.0), (0.0, 0.0), (2, 2.0), (0.25, 0.25), (1e9, 1e9)],
+)
+def test_check_timeout_accepts(value: float | None, expected: float | None) -> None:
+    result = validate.check_timeout("timeout", value)
+    assert result == expected
+    assert result is None or type(result) is float
+
+
+@pytest.mark.parametrize("value", [-1, -0.001, -math.inf, math.nan, True, "1", b"1", [0]])
+def test_check_timeout_rejects(value: Any) -> None:
+    with pytest.raises(LockConfigError, match=r"^timeout "):
+        validate.check_timeout("timeout", value)
+
+
+@settings(database=None, max_examples=200)
+@given(st.one_of(valid_names, st.text(max_size=8)))
+@example("")
+@example("}")
+@example("a\ud800")
+@example("x" * MAX_NAME_BYTES)
+@example("x" * (MAX_NAME_BYTES + 1))
+def test_check_name_follows_the_documented_rule(name: str) -> None:
+    if is_valid_name(name):
+        assert validate.check_name(name) == name
+    else:
+        with pytest.raises(LockConfigError, match="lock name"):
+            validate.check_name(name)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [("", True), (DEFAULT_PREFIX, True), ("p" * 256, True), ("p" * 257, False), ("a{", False),
+     ("a}", False), ("a\n", False), ("\ud800", False), (None, False), (b"p", False)],
+)  # fmt: skip
+def test_check_prefix(value: Any, ok: bool) -> None:
+    if ok:
+        assert validate.check_prefix(value) == value
+    else:
+        with pytest.raises(LockConfigError, match="prefix"):
+            validate.check_prefix(value)
+
+
+@settings(database=None, max_examples=60)
+@given(st.text(alphabet="0123456789abcdef", min_size=32, max_size=256))
+def test_check_token_accepts_lowercase_hex(token: str) -> None:
+    assert validate.check_token(token) == token
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["a" * 31, "a" * 257, "A" * 32, "g" * 32, "a" * 16 + "|" + "a" * 15, " " + "a" * 32,
+     "a" * 32 + "\n", "", 123, None, b"a" * 32],
+)  # fmt: skip
+def test_check_token_rejects(token: Any) -> None:
+    with pytest.raises(LockConfigError, match="token"):
+        validate.check_token(token)
+
+
+def test_new_token_is_128_random_bits_in_hex() -> None:
+    tokens = {new_token() for _ in range(100)}
+    assert len(tokens) == 100
+    for token in tokens:
+        assert len(token) == 32
+        assert set(token) <= set(string.hexdigits.lower())
+        assert validate.check_token(token) == token
+
+
+def test_token_tag_is_short_stable_and_not_the_token() -> None:
+    token = new_token()
+    tag = token_tag(token)
+    assert tag == token_tag(token)
+    assert len(tag) == 8
+    assert tag not in token
+    assert len({token_tag(new_token()) for _ in range(100)}) >= 99
+
+
+# ------------------------------------------------------------------ keys
+
+
+@settings(database=None, max_examples=150)
+@given(valid_names, valid_prefixes)
+@example("a}b", DEFAULT_PREFIX)
+@example("a{b}c", DEFAULT_PREFIX)
+@example("{", DEFAULT_PREFIX)
+@example("x}:fence", "")
+def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
+    validate.check_name(name)
+    validate.check_prefix(prefix)
+    keys = LockKeys.for_name(name, prefix)
+    assert keys.lock == f"{prefix}{{{name}}}"
+    assert LockKeys.name_of(keys.lock, prefix) == name
+    subs = (keys.fence, keys.wait, keys.wake)
+    for sub in subs:
+        assert sub.startswith(keys.lock)
+        assert LockKeys.name_of(sub, prefix) is None
+    assert len({keys.lock, *subs}) == 4
+    slots = {key_slot(k.encode("utf-8")) for k in (keys.lock, *subs)}
+    assert len(slots) == 1
+    # The hash tag is never empty: the slot is that of the text up to the first '}'.
+    tag = name.split("}", 1)[0]
+    assert tag
+    assert slots == {key_slot(tag.encode("utf-8"))}
+
+
+@settings(database=None, max_examples=150)
+@given(valid_names, valid_names)
+@example("a", "a}:fence")
+@example("a}:fence", "a")
+@example("a:fence", "a")
+@example("a}", "a")
+def test_keys_of_different_names_never_collide(a: str, b: str) -> None:
+    if a == b:
+        return
+    ka, kb = LockKeys.for_name(a), LockKeys.for_name(b)
+    keys_a = {ka.lock, ka.fence, ka.wait, ka.wake}
+    keys_b = {kb.lock, kb.fence, kb.wait, kb.wake}
+    assert not keys_a & keys_b
+
+
+def test_name_of_rejects_non_lock_keys() -> None:
+    assert LockKeys.name_of("other:{job}") is None
+    assert LockKeys.name_of("redislock:job") is None
+    assert LockKeys.name_of("redislock:{job}:fence") is None
+    assert LockKeys.name_of("app:{job}", "app:") == "job"
+    assert LockKeys.name_of("redislock:{job}", "app:") is None
+
+
+# ------------------------------------------------------------------ HolderInfo
+
+
+def test_holder_info_parses_a_lock_value() -> None:
+    token = new_token()
+    for value in (
+        f"{token}|7|host-1|4242|1700000000123",
+        f"{token}|7|host-1|4242|1700000000123".encode(),
+    ):
+        info = HolderInfo.parse(value)
+        assert info == HolderInfo(
+            fence=7, host="host-1", pid=4242, acquired_at=1700000000.123, token_tag=token_tag(token)
+        )
+        assert token not in repr(info)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "garbage", "tok|1|host|2", "tok|1|host|2|3|4", "tok|x|host|2|3", "tok|1|host|pid|3",
+     "tok|1|host|2|1.5", b"tok|1|host|2", b"\xff\xfe"],
+)  # fmt: skip
+def test_holder_info_malformed_is_none(value: str | bytes) -> None:
+    assert HolderInfo.parse(value) is None
+
+
+# ------------------------------------------------------------------ ops
+
+
+def test_as_str() -> None:
+    assert as_str(b"ok") == "ok"
+    assert as_str("ok") == "ok"
+    assert as_str("é".encode()) == "é"
+    assert as_str(b"\xff") == "\ufffd"
+    for bad in (1, None, 1.5, [b"ok"]):
+        with pytest.raises(UnexpectedReplyError):
+            as_str(bad)
+
+
+def test_as_int() -> None:
+    assert as_int(7) == 7
+    assert as_int(-1) == -1
+    assert as_int(b"42") == 42
+    assert as_int("-2") == -2
+    for bad in (True, False, None, 1.5, b"x", "", "1.5", [1]):
+        with pytest.raises(UnexpectedReplyError):
+            as_int(bad)
+
+
+@settings(database=None, max_examples=60)
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_as_int_round_trips_redis_integers(n: int) -> None:
+    assert as_int(n) == as_int(str(n)) == as_int(str(n).encode()) == n
+
+
+# ------------------------------------------------------------------ Schedule
+
+
+class Owner:
+    """A weak-referenceable stand-in for a lock object."""
+
+
+def holding(fence: int = 1) -> Holding:
+    return Holding(token=new_token(), fence=fence, pid=1, acquired_at=0.0, expires_at=30.0)
+
+
+def test_schedule_empty() -> None:
+    s: Schedule[Owner] = Schedule()
+    assert len(s) == 0
+    assert s.pop_due(0.0) is None
+
+
+def test_schedule_pops_in_due_order() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    h1, h2, h3 = holding(1), holding(2), holding(3)
+    s.add(owner, h1, 30.0)
+    s.add(owner, h2, 10.0)
+    s.add(owner, h3, 20.0)
+    assert len(s) == 3
+    assert s.pop_due(4.0) == pytest.approx(6.0)  # nothing due yet: seconds until h2
+    assert s.pop_due(100.0) == (owner, h2)
+    assert s.pop_due(100.0) == (owner, h3)
+    assert len(s) == 1
+    assert s.pop_due(25.0) == pytest.approx(5.0)
+    assert s.pop_due(30.0) == (owner, h1)
+    assert s.pop_due(100.0) is None
+    assert len(s) == 0
+
+
+def test_schedule_equal_due_times_keep_insertion_order() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    hs = [holding(i) for i in range(5)]
+    for h in hs:
+        s.add(owner, h, 1.0)
+    popped = [s.pop_due(1.0) for _ in hs]
+    assert popped == [(owner, h) for h in hs]
+
+
+def test_schedule_discard_and_closing() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    h1, h2, h3 = holding(1), holding(2), holding(3)
+    s.add(owner, h1, 1.0)
+    s.add(owner, h2, 2.0)
+    s.add(owner, h3, 3.0)
+    s.discard(h1)
+    assert len(s) == 2
+    h2.closing = True  # being released: skipped and forgotten
+    assert s.pop_due(10.0) == (owner, h3)
+    assert s.pop_due(10.0) is None
+    assert len(s) == 0
+    s.discard(h1)  # discarding twice is harmless
+
+
+def test_schedule_readding_does_not_renew_twice() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    h = holding()
+    s.add(owner, h, 5.0)
+    s.add(owner, h, 1.0)
+    assert len(s) == 1
+    assert s.pop_due(2.0) == (owner, h)
+    assert s.pop_due(10.0) is None  # the stale entry at 5.0 is skipped
+
+
+def test_schedule_clear() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    s.add(owner, holding(), 1.0)
+    s.clear()
+    assert len(s) == 0
+    assert s.pop_due(10.0) is None
+
+
+def test_schedule_holds_locks_weakly() -> None:
+    s: Schedule[Owner] = Schedule()
+    keep, drop = Owner(), Owner()
+    h_keep, h_drop = holding(1), holding(2)
+    s.add(drop, h_drop, 1.0)
+    s.add(keep, h_keep, 2.0)
+    ref = weakref.ref(drop)
+    del drop
+    gc.collect()
+    assert ref() is None  # the schedule did not keep it alive
+    assert s.pop_due(10.0) == (keep, h_keep)
+    assert s.pop_due(10.0) is None
+    assert len(s) == 0
+
+
+def test_schedule_forgets_a_collected_lock_even_when_it_is_alone() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    s.add(owner, holding(), 1.0)
+    del owner
+    gc.collect()
+    assert s.pop_due(0.0) is None
+    assert len(s) == 0
+
+
+# ------------------------------------------------------------------ LockCore
+
+
+def core(**kwargs: Any) -> LockCore:
+    args: dict[str, Any] = {
+        "ttl": None,
+        "watchdog_lease": DEFAULT_WATCHDOG_LEASE,
+        "renew_interval": None,
+        "max_lease": None,
+        "timeout": None,
+        "recheck_interval": 0.5,
+        "prefix": DEFAULT_PREFIX,
+        "on_lost": None,
+        "socket_timeout": None,
+    }
+    args.update(kwargs)
+    return LockCore.create("job", **args)
+
+
+def test_core_defaults() -> None:
+    c = core()
+    assert c.watchdog
+    assert c.lease == DEFAULT_WATCHDOG_LEASE == 30.0
+    assert c.renew_interval == pytest.approx(10.0)
+    assert c.max_lease is None
+    assert c.keys == LockKeys.for_name("job")
+    assert c.holding is None
+    assert c.max_block is None
+
+
+@settings(database=None, max_examples=60)
+@given(st.floats(min_value=0.003, max_value=MAX_DURATION))
+def test_default_renew_interval_is_a_third_of_the_lease(lease: float) -> None:
+    assert core(watchdog_lease=lease).renew_interval == pytest.approx(lease / 3)
+    fixed = core(ttl=lease)
+    assert not fixed.watchdog
+    assert fixed.lease == fixed.ttl == lease
+
+
+def test_explicit_renew_interval_is_kept() -> None:
+    assert core(watchdog_lease=10, renew_interval=5).renew_interval == 5.0
+    assert core(renew_interval=1).renew_interval == 1.0
+
+
+def test_max_block_follows_socket_timeout() -> None:
+    assert core(socket_timeout=10.0).max_block == pytest.approx(8.0)
+    assert core(socket_timeout=0.0).max_block is None
+    assert core(socket_timeout=None).max_block is None
+
+
+def test_renewal_seconds_without_cap_is_the_lease() -> None:
+    c = core(watchdog_lease=12)
+    h = Holding(token=new_token(), fence=1, pid=1, acquired_at=1000.0, expires_at=1012.0)
+    for now in (1000.0, 1e6, 1e9):
+        assert c.renewal_seconds(h, now) == 12.0
+
+
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [(1000.0, 30.0), (1060.0, 30.0), (1070.0, 30.0), (1080.0, 20.0), (1099.5, 0.5),
+     (1099.9995, None), (1100.0, None), (2000.0, None)],
+)  # fmt: skip
+def test_renewal_seconds_with_max_lease(now: float, expected: float | None) -> None:
+    c = core(max_lease=100)
+    h = Holding(token=new_token(), fence=1, pid=1, acquired_at=1000.0, expires_at=1030.0)
+    result = c.renewal_seconds(h, now)
+    if expected is None:
+        assert result is None
+    else:
+        assert result == pytest.approx(expected)
+
+
+@settings(database=None, max_examples=60)
+@given(st.floats(min_value=0, max_value=200))
+def test_renewal_never_outlives_max_lease(elapsed: float) -> None:
+    c = core(max_lease=100)
+    h = Holding(token=new_token(), fence=1, pid=1, acquired_at=1000.0, expires_at=1030.0)
+    result = c.renewal_seconds(h, 1000.0 + elapsed)
+    if result is not None:
+        assert 0.001 <= result <= c.lease
+        assert 1000.0 + elapsed + result <= 1100.0 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("blocking", "timeout", "expected"),
+    [
+        (True, None, 7.0),
+        (True, 0, 0.0),
+        (True, 2.5, 2.5),
+        (True, math.inf, None),
+        (False, None, 0.0),
+    ],
+)
+def test_check_acquire_args(blocking: bool, timeout: float | None, expected: float | None) -> None:
+    assert core(timeout=7).check_acquire_args(blocking, timeout) == expected
+
+
+def test_check_acquire_args_default_is_no_limit() -> None:
+    assert core().check_acquire_args(True, None) is None
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_error_hierarchy() -> None:
+    for cls in (AcquireTimeoutError, LockConfigError, LockLostError, LockUsageError, NotOwnedError,
+                UnexpectedReplyError):  # fmt: skip
+        assert issubclass(cls, RedisLockError)
+    assert issubclass(RedisLockError, Exception)
+    assert issubclass(LockLostError, NotOwnedError)
+    assert issubclass(AcquireTimeoutError, TimeoutError)
+    assert issubclass(LockConfigError, ValueError)
+    assert issubclass(LockUsageError, RuntimeError)
+    assert not issubclass(NotOwnedError, (ValueError, RuntimeError, TimeoutError))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        AcquireTimeoutError("job", 1.25),
+        NotOwnedError("job", "it is not held"),
+        LockLostError("job", "the lease expired"),
+        LockConfigError("ttl must be > 0 seconds, got 0"),
+        LockUsageError("already held"),
+        UnexpectedReplyError("what?"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_errors_pickle_round_trip(error: RedisLockError) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+    assert copy.args == error.args
+    for attr in ("name", "waited", "reason"):
+        assert getattr(copy, attr, None) == getattr(error, attr, None)
+
+
+def test_error_attributes_and_messages() -> None:
+    timeout = AcquireTimeoutError("job", 1.25)
+    assert (timeout.name, timeout.waited) == ("job", 1.25)
+    assert str(timeout) == "timed out after 1.250 s waiting for lock 'job'"
+    lost = LockLostError("job", "the lease expired")
+    assert (lost.name, lost.reason) == ("job", "the lease expired")
+    assert "the lease expired" in str(lost)

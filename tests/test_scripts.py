@@ -201,8 +201,8 @@ class Case:
     after: list[tuple[tuple[str | int, ...], Any]] = field(default_factory=list)
 
 
-def held(token: str = TOKEN, fence: int = 1, px: int | None = 5000) -> tuple[str | int, ...]:
-    value = f"{token}|{fence}|{META}"
+def held(token: str = TOKEN, px: int | None = 5000) -> tuple[str | int, ...]:
+    value = f"{token}|{META}"
     return ("SET", K.lock, value) if px is None else ("SET", K.lock, value, "PX", px)
 
 
@@ -219,7 +219,7 @@ CASES = [
         (TOKEN, 10000, META, 0),
         ["ok", 1],
         after=[
-            (("GET", K.lock), f"{TOKEN}|1|{META}"),
+            (("GET", K.lock), f"{TOKEN}|{META}"),
             (("PTTL", K.lock), Between(9000, 10000)),
             (("GET", K.fence), "1"),
             (("PTTL", K.fence), -1),  # the fence counter never expires
@@ -234,7 +234,7 @@ CASES = [
         ["ok", 42],
         setup=[("SET", K.fence, 41)],
         after=[
-            (("GET", K.lock), f"{TOKEN}|42|{META}"),
+            (("GET", K.lock), f"{TOKEN}|{META}"),
             (("EXISTS", K.wait), GONE),  # acquiring never leaves a waiters marker
         ],
     ),
@@ -244,9 +244,9 @@ CASES = [
         ACQ,
         (TOKEN, 10000, META, 0),
         ["busy", Between(4000, 5000)],
-        setup=[held(OTHER, 7), ("SET", K.fence, 7)],
+        setup=[held(OTHER), ("SET", K.fence, 7)],
         after=[
-            (("GET", K.lock), f"{OTHER}|7|{META}"),
+            (("GET", K.lock), f"{OTHER}|{META}"),
             (("GET", K.fence), "7"),  # no fencing token burnt on failure
             (("EXISTS", K.wait), GONE),
         ],
@@ -257,7 +257,7 @@ CASES = [
         ACQ,
         (TOKEN, 10000, META, 1500),
         ["busy", Between(4000, 5000)],
-        setup=[held(OTHER, 7), ("SET", K.fence, 7)],
+        setup=[held(OTHER), ("SET", K.fence, 7)],
         after=[
             (("GET", K.wait), "1"),
             (("PTTL", K.wait), Between(1000, 1500)),
@@ -322,7 +322,7 @@ CASES = [
         "taken",
         setup=[held(OTHER), ("SET", K.wait, "1", "PX", 5000)],
         after=[
-            (("GET", K.lock), f"{OTHER}|1|{META}"),
+            (("GET", K.lock), f"{OTHER}|{META}"),
             (("PTTL", K.lock), Between(4000, 5000)),
             (("EXISTS", K.wake), GONE),
         ],
@@ -333,8 +333,8 @@ CASES = [
         REL,
         (TOKEN, 2000),
         "taken",
-        setup=[("SET", K.lock, f"{TOKEN}0|1|{META}", "PX", 5000)],
-        after=[(("GET", K.lock), f"{TOKEN}0|1|{META}")],
+        setup=[("SET", K.lock, f"{TOKEN}0|{META}", "PX", 5000)],
+        after=[(("GET", K.lock), f"{TOKEN}0|{META}")],
     ),
     # ---------------------------------------------------------------- lock_extend
     Case(
@@ -344,7 +344,7 @@ CASES = [
         (TOKEN, 3000, "add"),
         ["ok", Between(7000, 8000)],
         setup=[held()],
-        after=[(("PTTL", K.lock), Between(7000, 8000)), (("GET", K.lock), f"{TOKEN}|1|{META}")],
+        after=[(("PTTL", K.lock), Between(7000, 8000)), (("GET", K.lock), f"{TOKEN}|{META}")],
     ),
     Case(
         "extend-set-shortens",
@@ -412,7 +412,7 @@ CASES = [
             setup=[held(OTHER)],
             after=[
                 (("PTTL", K.lock), Between(4000, 5000)),
-                (("GET", K.lock), f"{OTHER}|1|{META}"),
+                (("GET", K.lock), f"{OTHER}|{META}"),
             ],
         )
         for mode in ("add", "set", "max")
@@ -421,25 +421,25 @@ CASES = [
     Case(
         "status-ok",
         "lock_status",
-        (K.lock,),
+        (K.lock, K.fence),
         (TOKEN,),
         ["ok", Between(4000, 5000), 17],
-        setup=[held(fence=17)],
-        after=[(("GET", K.lock), f"{TOKEN}|17|{META}")],
+        setup=[held(), ("SET", K.fence, 17)],
+        after=[(("GET", K.lock), f"{TOKEN}|{META}")],
     ),
-    Case("status-gone", "lock_status", (K.lock,), (TOKEN,), ["gone", 0, 0]),
+    Case("status-gone", "lock_status", (K.lock, K.fence), (TOKEN,), ["gone", 0, 0]),
     Case(
         "status-taken",
         "lock_status",
-        (K.lock,),
+        (K.lock, K.fence),
         (TOKEN,),
         ["taken", 0, 0],
-        setup=[held(OTHER, 17)],
+        setup=[held(OTHER)],
     ),
     Case(
         "status-token-prefix-is-not-ownership",
         "lock_status",
-        (K.lock,),
+        (K.lock, K.fence),
         (TOKEN[:-1],),
         ["taken", 0, 0],
         setup=[held()],
@@ -553,8 +553,9 @@ def test_script_behaviour(r: redis.Redis, case: Case) -> None:
 def test_evalsha_runs_the_loaded_script(r: redis.Redis) -> None:
     script = SCRIPTS["lock_status"]
     r.script_load(script.source)
-    command(r, *held(fence=3))
-    reply = norm(r.evalsha(script.sha, 1, K.lock, TOKEN))
+    command(r, *held())
+    command(r, "SET", K.fence, 3)
+    reply = norm(r.evalsha(script.sha, 2, K.lock, K.fence, TOKEN))
     assert reply == ["ok", Between(4000, 5000), 3]
 
 

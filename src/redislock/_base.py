@@ -21,6 +21,7 @@ __all__ = ["LockBase"]
 
 
 def _socket_timeout(client: Any) -> float | None:
+    """The client's socket timeout in seconds, or None (no timeout, or not found)."""
     for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
         kwargs = getattr(owner, "connection_kwargs", None)
         if isinstance(kwargs, dict):

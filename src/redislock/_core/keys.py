@@ -4,8 +4,9 @@ even in Redis Cluster.
 
 For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
 
-    P{N}          the lock: string "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>" with a PX TTL
-    P{N}:fence    fencing counter, INCR on every acquisition, never expires
+    P{N}          the lock: string "<token>|<host>|<pid>|<acquired_unix_ms>" with a PX TTL
+    P{N}:fence    fencing counter, INCR on every acquisition, never expires; while the lock
+                  is held it equals the holder's fencing token
     P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
     P{N}:wake     wake-up list: a release pushes one element when the marker exists
 
@@ -16,15 +17,14 @@ the text between the ``{`` after the prefix and the first ``}`` after it: the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["DEFAULT_PREFIX", "LockKeys"]
 
 DEFAULT_PREFIX = "redislock:"
 
 
-@dataclass(frozen=True, slots=True)
-class LockKeys:
+class LockKeys(NamedTuple):
     """The Redis keys of one lock."""
 
     lock: str

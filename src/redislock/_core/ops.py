@@ -11,8 +11,7 @@ the operations with their client, so every algorithm exists exactly once.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 from redis.exceptions import (
     NoPermissionError,
@@ -29,8 +28,7 @@ __all__ = ["BlockPop", "Call", "Eval", "Flow", "Op", "as_int", "as_str", "script
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Eval:
+class Eval(NamedTuple):
     """Run a Lua script: EVALSHA, then EVAL if the server answers NOSCRIPT."""
 
     script: Script
@@ -38,16 +36,14 @@ class Eval:
     args: tuple[str | int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class BlockPop:
+class BlockPop(NamedTuple):
     """``BLPOP key timeout``: wait for a wake-up; ``timeout`` is seconds, always > 0."""
 
     key: str
     timeout: float
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """A plain Redis command, e.g. ``("EXISTS", key)``; the first key decides cluster routing."""
 
     args: tuple[str | int, ...]

@@ -7,6 +7,7 @@ argument and what was wrong with it.
 
 from __future__ import annotations
 
+import functools
 import math
 import unicodedata
 from typing import Any
@@ -103,7 +104,8 @@ def check_name(value: Any) -> str:
         raise LockConfigError("lock name must be valid Unicode (it has a lone surrogate)") from None
     if size > MAX_NAME_BYTES:
         raise LockConfigError(f"lock name is {size} bytes long; the limit is {MAX_NAME_BYTES}")
-    _check_printable("lock name", value)
+    if not (value.isascii() and value.isprintable()):  # the common case needs no per-char look
+        _check_printable("lock name", value)
     if value.startswith("}"):
         raise LockConfigError("lock name must not start with '}' (it would empty the hash tag)")
     return value
@@ -113,6 +115,11 @@ def check_prefix(value: Any) -> str:
     """A key prefix: ``str`` without braces or control characters, at most 256 bytes."""
     if not isinstance(value, str):
         raise LockConfigError(f"prefix must be a str, got {type(value).__name__}")
+    return _check_prefix_text(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _check_prefix_text(value: str) -> str:
     if "{" in value or "}" in value:
         raise LockConfigError("prefix must not contain '{' or '}': redislock places the hash tag")
     if len(value.encode("utf-8", "surrogatepass")) > 256:
@@ -136,6 +143,5 @@ def _check_printable(what: str, value: str) -> None:
         # all of them can forge or hide text in logs.
         if unicodedata.category(ch) in ("Cc", "Cs", "Cf", "Zl", "Zp"):
             raise LockConfigError(
-                f"{what} must not contain control, format or line-break characters, "
-                f"got {value!r}"
+                f"{what} must not contain control, format or line-break characters, got {value!r}"
             )

@@ -202,7 +202,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _describe(client: redis.Redis, name: str, prefix: str) -> dict[str, Any]:
     keys = LockKeys.for_name(validate.check_name(name), prefix)
-    pipe = client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=True)  # one consistent view of the four keys
     pipe.get(keys.lock)
     pipe.pttl(keys.lock)
     pipe.get(keys.fence)
@@ -220,7 +220,7 @@ def _describe(client: redis.Redis, name: str, prefix: str) -> dict[str, Any]:
     }
     if holder is not None:
         info["holder"] = {
-            "fencing_token": holder.fence,
+            "fencing_token": info["fencing_counter"],
             "host": holder.host,
             "pid": holder.pid,
             "acquired_at": dt.datetime.fromtimestamp(holder.acquired_at, dt.UTC).isoformat(),

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +14,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from redislock import AsyncLock, Lock
+from redislock import AsyncLock, Lock, LockLostError
 from redislock.server import RedisProcess
 
 Spawn = Callable[..., RedisProcess]
@@ -94,3 +97,45 @@ def test_waiting_acquire_does_not_hide_a_dying_server(spawn_server: Spawn) -> No
     with pytest.raises(redis.exceptions.ConnectionError):
         waiter.acquire(timeout=5)
     client.close()
+
+
+@FLAVOR
+def test_hung_redis_is_reported_as_a_loss_not_a_hang(flavor: str, spawn_server: Spawn) -> None:
+    """A client without socket_timeout and a frozen server: the renewal call never returns,
+    yet the loss is reported once the local lease estimate runs out."""
+    server = spawn_server()
+    fired = threading.Event()
+
+    def check(lock: Lock | AsyncLock) -> None:
+        assert fired.wait(3.0), "on_lost never fired"
+        assert lock.lost
+
+    if flavor == "sync":
+        client = redis.Redis(**server.client_kwargs())  # no socket_timeout
+        lock = Lock(client, "hung", watchdog_lease=1.0, on_lost=lambda _: fired.set())
+        assert lock.acquire()
+        server.kill(signal.SIGSTOP)
+        start = time.monotonic()
+        check(lock)
+        assert time.monotonic() - start <= 1.5
+        server.kill(signal.SIGCONT)
+        with pytest.raises(LockLostError):
+            lock.release()
+        client.close()
+        return
+
+    async def go() -> None:
+        aclient = redis.asyncio.Redis(**server.client_kwargs())
+        alock = AsyncLock(aclient, "hung", watchdog_lease=1.0, on_lost=lambda _: fired.set())
+        assert await alock.acquire()
+        server.kill(signal.SIGSTOP)
+        start = time.monotonic()
+        await asyncio.to_thread(fired.wait, 3.0)
+        check(alock)
+        assert time.monotonic() - start <= 1.5
+        server.kill(signal.SIGCONT)
+        with pytest.raises(LockLostError):
+            await alock.release()
+        await aclient.aclose()
+
+    asyncio.run(go())

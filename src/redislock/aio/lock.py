@@ -18,7 +18,7 @@ from redislock._core import validate
 from redislock._core.lock import Holding
 from redislock.aio._driver import run
 from redislock.aio.renewer import keep, renewer
-from redislock.errors import AcquireTimeoutError
+from redislock.errors import AcquireTimeoutError, NotOwnedError
 
 __all__ = ["AsyncLock"]
 
@@ -98,23 +98,32 @@ class AsyncLock(LockBase):
             LockLostError: the lease was lost before release; no other holder is touched.
             redis.exceptions.RedisError: Redis failed; the object still holds the lock.
         """
-        h = self._core.require_holding(allow_lost=True)
+        core = self._core
+        h = core.require_holding(allow_lost=True)
         h.closing = True
-        if self._core.watchdog:
+        if core.watchdog:
             renewer().discard(h)
-        task = asyncio.ensure_future(self._release(h))
-        keep(task)
-        await asyncio.shield(task)
-
-    async def _release(self, h: Holding) -> None:
         try:
-            await run(self._client, self._core.release_flow(h))
+            await run(self._client, core.release_flow(h))
+        except asyncio.CancelledError:
+            if core.holding is h:
+                # No reply yet; the script may or may not have run. Compare-and-delete is
+                # idempotent for our token, so finish it in the background: the object
+                # keeps the hold until Redis confirms.
+                keep(asyncio.ensure_future(self._finish_release(h)))
+            raise
         except Exception:
-            if self._core.holding is h:  # no reply: the lock may still be ours
+            if core.holding is h:  # no reply: the lock may still be ours
                 h.closing = False
-                if self._core.watchdog and not h.lost:
+                if core.watchdog and not h.lost:
                     renewer().schedule(self, h, time.monotonic())
             raise
+
+    async def _finish_release(self, h: Holding) -> None:
+        try:
+            await run(self._client, self._core.release_flow(h))
+        except NotOwnedError:
+            pass  # "gone": most likely the cancelled attempt had already deleted it
 
     async def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen the lease of the current hold. See :meth:`Lock.extend`.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextlib
 import logging
 import time
 from types import TracebackType
@@ -120,10 +121,9 @@ class AsyncLock(LockBase):
             raise
 
     async def _finish_release(self, h: Holding) -> None:
-        try:
+        # "gone" most likely means the cancelled attempt had already deleted it.
+        with contextlib.suppress(NotOwnedError):
             await run(self._client, self._core.release_flow(h))
-        except NotOwnedError:
-            pass  # "gone": most likely the cancelled attempt had already deleted it
 
     async def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen the lease of the current hold. See :meth:`Lock.extend`.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextlib
 import logging
 import time
 from types import TracebackType

@@ -128,6 +128,27 @@ def test_waiter_gets_an_expired_lock_within_its_ttl(flavor: Flavor) -> None:
         holder.release()
 
 
+def test_lost_wake_up_costs_at_most_the_recheck_interval(flavor: Flavor) -> None:
+    holder = flavor.lock("lost-wake", ttl=30)
+    assert holder.acquire()
+    waiter = flavor.lock("lost-wake", ttl=30, recheck_interval=0.3)
+    result: dict[str, Any] = {}
+
+    def wait() -> None:
+        result["ok"] = waiter.acquire(timeout=20)
+        result["at"] = time.monotonic()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.2)
+    deleted = time.monotonic()
+    flavor.admin.delete(holder.key)  # freed without a release: nobody pushes a wake-up
+    thread.join(10)
+    assert result["ok"] is True
+    assert result["at"] - deleted < 0.3 + 0.25  # not the holder's 30 s TTL
+    waiter.release()
+
+
 def test_release_errors(flavor: Flavor) -> None:
     lock = flavor.lock("rel", ttl=10)
     with pytest.raises(NotOwnedError) as never:

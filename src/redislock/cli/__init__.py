@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import redis
 
@@ -80,13 +81,24 @@ def connect(url: str | None) -> redis.Redis:
 
 def _seconds(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0: {text!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error exits 64 (EX_USAGE) as documented, not 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="redislock",
         description="Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
         "redis-server on a private unix socket is started (or reused) for this user.",

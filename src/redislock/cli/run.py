@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
 import redis
 
@@ -33,8 +33,13 @@ def run_command(
     """Acquire ``name`` (watchdog lease of ``ttl`` seconds), run ``cmd``, release.
 
     ``wait``: seconds to wait for the lock (None: no limit, 0: one try). ``grace``: seconds
-    between SIGTERM and SIGKILL when the lease is lost. CMD runs in its own process group;
-    SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are forwarded to that group.
+    between SIGTERM and SIGKILL when the lease is lost.
+
+    Signals: when stdin is not a terminal, CMD runs in its own process group and SIGINT,
+    SIGTERM, SIGHUP and SIGQUIT sent to us are forwarded to that group (so a shell script's
+    children get them too). When stdin is a terminal, CMD stays in the terminal's foreground
+    group (so it can read the terminal); the terminal delivers Ctrl-C and Ctrl-\\ to it
+    directly, we ignore them, and forward SIGTERM and SIGHUP.
 
     Returns:
         CMD's exit status (128+N if killed by signal N); 75 if the lock was busy or the
@@ -43,45 +48,45 @@ def run_command(
     """
     from redislock.cli import EXIT_BUSY, EXIT_LOST
 
+    try:
+        interactive = os.isatty(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):
+        interactive = False
+    child = _Child(group=not interactive)
     lost = threading.Event()
-    child: subprocess.Popen[bytes] | None = None
 
     def stop_child() -> None:
-        # Runs in the renewer thread: SIGTERM the group now, SIGKILL after the grace period.
+        # Runs in the renewer: SIGTERM now, SIGKILL after the grace period.
         lost.set()
-        if child is not None:
-            _signal_group(child, signal.SIGTERM)
-            timer = threading.Timer(grace, _signal_group, (child, signal.SIGKILL))
-            timer.daemon = True
-            timer.start()
+        child.send(signal.SIGTERM)
+        timer = threading.Timer(grace, child.send, (signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
 
     lock = Lock(client, name, watchdog_lease=ttl, prefix=prefix, on_lost=lambda _: stop_child())
     if not lock.acquire(timeout=wait):
         print(f"redislock: lock {name!r} is busy", file=sys.stderr)
         return EXIT_BUSY
-    previous: dict[int, object] = {}
+    previous: dict[int, Any] = {}
     try:
+        # Handlers go in before the child exists: a signal in between is kept and delivered.
+        for sig in _FORWARDED:
+            terminal_sends_it = interactive and sig in (signal.SIGINT, signal.SIGQUIT)
+            previous[sig] = signal.signal(sig, _ignore if terminal_sends_it else child.forward)
         try:
-            child = subprocess.Popen(cmd, process_group=0)
+            child.start(cmd)
         except FileNotFoundError:
             print(f"redislock: command not found: {cmd[0]}", file=sys.stderr)
             return 127
         except PermissionError:
             print(f"redislock: cannot execute: {cmd[0]}", file=sys.stderr)
             return 126
-
-        def forward(signum: int, _frame: FrameType | None) -> None:
-            assert child is not None
-            _signal_group(child, signum)
-
-        for sig in _FORWARDED:
-            previous[sig] = signal.signal(sig, forward)
-        if lost.is_set():  # lost between acquire and Popen
+        if lost.is_set():  # lost between acquire and start
             stop_child()
         status = child.wait()
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            signal.signal(signum, handler)
         if not lost.is_set():
             try:
                 lock.release()
@@ -96,7 +101,41 @@ def run_command(
     return 128 - status if status < 0 else status
 
 
-def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
-    if child.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, sig)
+def _ignore(_signum: int, _frame: FrameType | None) -> None:
+    pass
+
+
+class _Child:
+    """The command's process, and how to signal it (its own group, or just itself)."""
+
+    def __init__(self, *, group: bool) -> None:
+        self.group = group
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pending: list[int] = []
+
+    def start(self, cmd: list[str]) -> None:
+        self.proc = subprocess.Popen(cmd, process_group=0 if self.group else None)
+        for sig in self.pending:
+            self.send(sig)
+
+    def forward(self, signum: int, _frame: FrameType | None) -> None:
+        self.send(signum)
+
+    def send(self, sig: int) -> None:
+        proc = self.proc
+        if proc is None:
+            self.pending.append(sig)
+            return
+        if proc.poll() is not None:
+            return
+        try:
+            if self.group:
+                os.killpg(proc.pid, sig)
+            else:
+                os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        assert self.proc is not None
+        return self.proc.wait()

@@ -93,6 +93,7 @@ async def test_cancelled_release_completes_and_state_follows(redis_server: Redis
             await asyncio.sleep(0.01)
         assert lock.fencing_token is None
         assert await admin.exists(lock.key) == 0
+        assert not lock.lost, "a clean release, finished in the background, is not a loss"
         await slow.aclose()
         await admin.aclose()
 
@@ -108,10 +109,11 @@ async def test_cancelled_release_while_redis_is_paused(ar: redis.asyncio.Redis) 
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await ar.exists(lock.key) == 1
-    assert lock.fencing_token is not None, "the object must not believe it released yet"
+    assert lock.token is not None, "the object must not believe it released yet"
     await asyncio.sleep(0.6)
     assert await ar.exists(lock.key) == 0
     assert lock.fencing_token is None
+    assert not lock.lost
 
 
 async def test_tasks_exclude_each_other(ar: redis.asyncio.Redis) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from redislock import AsyncLock, Lock, LockLostError
+from redislock import AsyncLock, Lock, LockLostError, NotOwnedError
 from redislock.server import RedisProcess
 
 Spawn = Callable[..., RedisProcess]
@@ -139,3 +140,105 @@ def test_hung_redis_is_reported_as_a_loss_not_a_hang(flavor: str, spawn_server: 
         await aclient.aclose()
 
     asyncio.run(go())
+
+
+@FLAVOR
+def test_a_hung_redis_delays_nobody_elses_renewal(flavor: str, spawn_server: Spawn) -> None:
+    """Locks on a frozen server must not hold up the renewal of a lock on a healthy one:
+    neither one slow renewal at a time, nor a pool of I/O threads used up by hung calls."""
+    healthy = spawn_server()
+    frozen = spawn_server()
+    admin = redis.Redis(**healthy.client_kwargs())
+    pttls: list[int] = []
+
+    def watch(seconds: float, key: str) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pttls.append(admin.pttl(key))
+            time.sleep(0.05)
+
+    if flavor == "sync":
+        hc = redis.Redis(**healthy.client_kwargs())
+        fc = redis.Redis(**frozen.client_kwargs())  # no socket_timeout: calls hang
+        x = Lock(hc, "x", watchdog_lease=1.0)
+        stuck = [Lock(fc, f"y{i}", watchdog_lease=9.0) for i in range(8)]
+        assert x.acquire()
+        for lock in stuck:
+            assert lock.acquire()
+        frozen.kill(signal.SIGSTOP)
+        watch(4.0, x.key)
+        assert not x.lost
+        assert x.owned()
+        x.release()
+        frozen.kill(signal.SIGCONT)
+        for lock in stuck:
+            with contextlib.suppress(NotOwnedError):
+                lock.release()
+        hc.close()
+        fc.close()
+    else:
+
+        async def go() -> None:
+            hc = redis.asyncio.Redis(**healthy.client_kwargs())
+            fc = redis.asyncio.Redis(**frozen.client_kwargs())
+            x = AsyncLock(hc, "x", watchdog_lease=1.0)
+            stuck = [AsyncLock(fc, f"y{i}", watchdog_lease=9.0) for i in range(8)]
+            assert await x.acquire()
+            for lock in stuck:
+                assert await lock.acquire()
+            frozen.kill(signal.SIGSTOP)
+            await asyncio.to_thread(watch, 4.0, x.key)
+            assert not x.lost
+            assert await x.owned()
+            await x.release()
+            frozen.kill(signal.SIGCONT)
+            for lock in stuck:
+                with contextlib.suppress(NotOwnedError):
+                    await lock.release()
+            await asyncio.sleep(0.2)  # let the late renewal tasks finish
+            await hc.aclose()
+            await fc.aclose()
+
+        asyncio.run(go())
+    assert pttls
+    assert min(pttls) > 0, "the healthy lock's key expired while a frozen server hung renewals"
+    admin.close()
+
+
+@FLAVOR
+def test_on_lost_fires_once_per_loss(flavor: str, spawn_server: Spawn) -> None:
+    server = spawn_server()
+    calls: list[float] = []
+
+    def record(_: object) -> None:
+        calls.append(time.monotonic())
+
+    if flavor == "sync":
+        client = redis.Redis(**server.client_kwargs())
+        lock = Lock(client, "once", watchdog_lease=0.6, on_lost=record)
+        assert lock.acquire()
+        server.kill(signal.SIGSTOP)
+        time.sleep(2.5)  # several renewals time out, then answer late after SIGCONT
+        server.kill(signal.SIGCONT)
+        time.sleep(1.0)
+        assert lock.lost
+        with pytest.raises(LockLostError):
+            lock.release()
+        client.close()
+    else:
+
+        async def go() -> None:
+            client = redis.asyncio.Redis(**server.client_kwargs())
+            lock = AsyncLock(client, "once", watchdog_lease=0.6, on_lost=record)
+            assert await lock.acquire()
+            server.kill(signal.SIGSTOP)
+            await asyncio.sleep(2.5)
+            server.kill(signal.SIGCONT)
+            await asyncio.sleep(1.0)
+            assert lock.lost
+            with pytest.raises(LockLostError):
+                await lock.release()
+            await client.aclose()
+
+        asyncio.run(go())
+    assert len(calls) == 1

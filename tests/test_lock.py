@@ -390,3 +390,33 @@ def test_holder_metadata_is_stored(flavor: Flavor) -> None:
     assert int(pid) == os.getpid()
     assert abs(int(acquired_ms) / 1000 - time.time()) < 5
     lock.release()
+
+
+def test_a_fixed_lease_that_ran_out_counts_as_lost(flavor: Flavor) -> None:
+    lock = flavor.lock("fixed-out", ttl=0.3)
+    assert lock.acquire()
+    assert not lock.lost
+    time.sleep(0.45)
+    assert lock.lost
+    assert not lock.statistics().held
+    other = flavor.lock("fixed-out", ttl=5)
+    assert other.acquire(blocking=False)
+    assert lock.acquire(timeout=0) is False  # no "already held" error: its hold is over
+    other.release()
+
+
+def test_acquire_is_idempotent_for_a_retried_script(flavor: Flavor) -> None:
+    """redis-py retries a command whose reply was lost; the retried acquire script must see
+    its own hold as success (same fencing token), not as "busy"."""
+    from redislock._core.scripts import SCRIPTS
+
+    script = SCRIPTS["lock_acquire"]
+    keys = ("redislock:{retried}", "redislock:{retried}:fence", "redislock:{retried}:wait")
+    args = ("a" * 32, 10_000, "host|1|0", 0)
+    first = flavor.admin.eval(script.source, 3, *keys, *args)
+    again = flavor.admin.eval(script.source, 3, *keys, *args)
+    assert first == ["ok", 1]
+    assert again == ["ok", 1]
+    assert flavor.admin.get("redislock:{retried}:fence") == "1"
+    other = flavor.admin.eval(script.source, 3, *keys, "b" * 32, 10_000, "host|2|0", 0)
+    assert other[0] == "busy"

@@ -93,9 +93,9 @@ class LockBase:
 
     @property
     def lost(self) -> bool:
-        """True if the latest acquisition was lost (expired, taken over, or unrenewable)."""
-        h = self._core.current()
-        return self._core.last_lost or (h is not None and h.lost)
+        """True if the latest acquisition was lost: expired, taken over, unrenewable, or
+        past its local lease estimate (a fixed ``ttl`` that ran out without ``extend()``)."""
+        return self._core.is_lost()
 
     @property
     def token(self) -> str | None:

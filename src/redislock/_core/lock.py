@@ -11,6 +11,7 @@ exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -233,6 +234,21 @@ class LockCore:
             return None
         return h
 
+    def live(self) -> Holding | None:
+        """The current holding if it is neither lost nor past its local lease estimate."""
+        h = self.current()
+        if h is None or h.lost or time.monotonic() >= h.expires_at:
+            return None
+        return h
+
+    def is_lost(self) -> bool:
+        """True if the latest acquisition was lost, or its lease may have run out (the local
+        estimate passed without a renewal)."""
+        if self.last_lost:
+            return True
+        h = self.current()
+        return h is not None and (h.lost or time.monotonic() >= h.expires_at)
+
     def require_holding(self, *, allow_lost: bool = False) -> Holding:
         """The current holding, or raise :class:`NotOwnedError` / :class:`LockLostError`."""
         h = self.holding
@@ -263,8 +279,8 @@ class LockCore:
         c = self.counters
         return LockStatistics(
             name=self.name,
-            held=h is not None and not h.lost,
-            lost=self.last_lost,
+            held=self.live() is not None,
+            lost=self.is_lost(),
             fencing_token=None if h is None else h.fence,
             lease_remaining=None if h is None else max(0.0, h.expires_at - time.monotonic()),
             acquisitions=c.acquisitions,
@@ -296,8 +312,7 @@ class LockCore:
         sleeps in BLPOP on the wake key until a release pushes to it, at most
         ``recheck_interval`` and at most the holder's remaining TTL.
         """
-        h = self.current()
-        if h is not None and not h.lost:
+        if self.live() is not None:
             raise LockUsageError(
                 f"lock {self.name!r} is already held by this object (Lock is not reentrant)"
             )
@@ -312,11 +327,17 @@ class LockCore:
         try:
             while True:
                 sent = time.monotonic()
-                reply = yield Eval(
-                    _ACQUIRE,
-                    (keys.lock, keys.fence, keys.wait),
-                    (token, lease_ms, meta, marker_ms),
-                )
+                try:
+                    reply = yield Eval(
+                        _ACQUIRE,
+                        (keys.lock, keys.fence, keys.wait),
+                        (token, lease_ms, meta, marker_ms),
+                    )
+                except Exception:
+                    # The script may have run before the reply was lost: undo it, if we can.
+                    with contextlib.suppress(Exception):
+                        yield self._release_op(token)
+                    raise
                 status = as_str(reply[0])
                 if status == "ok":
                     self.holding = Holding(
@@ -354,11 +375,12 @@ class LockCore:
         finally:
             self.pending_token = None
 
-    def release_flow(self, h: Holding) -> Flow[None]:
+    def release_flow(self, h: Holding, *, retry: bool = False) -> Flow[None]:
         """Compare-and-delete; raises :class:`LockLostError` if the lease was gone.
 
-        The caller marks ``h.closing`` before driving this flow and restores it if the
-        flow raises a Redis error.
+        The caller marks ``h.closing`` before driving this flow and calls
+        :meth:`release_failed` if the flow raises a Redis error. ``retry``: this repeats a
+        release whose reply never came, so "gone" most likely means the first one worked.
         """
         reply = yield self._release_op(h.token)
         status = as_str(reply)
@@ -366,12 +388,22 @@ class LockCore:
             self.holding = None
         if status not in ("ok", "gone", "taken"):
             raise UnexpectedReplyError(f"lock_release replied {reply!r}")
+        if retry and status == "gone" and not h.lost:
+            return
         if h.lost:
             self.last_lost = True
             raise LockLostError(self.name, h.lost_reason)
         if status != "ok":
             self.last_lost = True
             raise LockLostError(self.name, _why(status))
+
+    def release_failed(self, h: Holding) -> bool:
+        """After a release that got no reply: the object keeps the hold (it may still be
+        ours). Returns True if the watchdog should resume renewing it."""
+        if self.holding is not h:
+            return False
+        h.closing = False
+        return self.watchdog and not h.lost
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Delete the key if ``token`` holds it (cleanup after a cancelled acquire)."""
@@ -381,6 +413,19 @@ class LockCore:
         keys = self.keys
         return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake), (token, self.wake_ms))
 
+    def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
+        """Owner-checked PEXPIRE: ("ok", new TTL in seconds; ``h.expires_at`` updated),
+        ("gone", 0.0) or ("taken", 0.0)."""
+        sent = time.monotonic()
+        reply = yield Eval(_EXTEND, (self.keys.lock,), (h.token, validate.to_ms(seconds), mode))
+        status = as_str(reply[0])
+        ttl = as_int(reply[1]) / 1000.0
+        if status == "ok":
+            h.expires_at = sent + ttl
+        elif status not in ("gone", "taken"):
+            raise UnexpectedReplyError(f"lock_extend replied {reply!r}")
+        return status, ttl
+
     def extend_flow(self, h: Holding, seconds: float, mode: str) -> Flow[float]:
         """Owner-checked PEXPIRE; returns the new TTL in seconds.
 
@@ -388,15 +433,9 @@ class LockCore:
         (at least seconds; used by the watchdog so it never shortens a user's extension).
         Raises :class:`LockLostError` if the key is gone or taken; it is never re-created.
         """
-        sent = time.monotonic()
-        reply = yield Eval(_EXTEND, (self.keys.lock,), (h.token, validate.to_ms(seconds), mode))
-        status = as_str(reply[0])
+        status, ttl = yield from self._extend_step(h, seconds, mode)
         if status == "ok":
-            ttl = as_int(reply[1]) / 1000.0
-            h.expires_at = sent + ttl
             return ttl
-        if status not in ("gone", "taken"):
-            raise UnexpectedReplyError(f"lock_extend replied {reply!r}")
         if not self.mark_lost(h, _why(status)) and h.closing:
             raise NotOwnedError(self.name, "it was released while being extended")
         raise LockLostError(self.name, _why(status))
@@ -412,8 +451,7 @@ class LockCore:
     def adopt_flow(self, token: Any) -> Flow[None]:
         """Take over the hold identified by ``token`` (from :meth:`detach` elsewhere)."""
         token = validate.check_token(token)
-        h = self.current()
-        if h is not None and not h.lost:
+        if self.live() is not None:
             raise LockUsageError(f"lock {self.name!r} is already held by this object")
         sent = time.monotonic()
         status, ttl, fence = yield from self.status_flow(token)
@@ -470,12 +508,12 @@ class LockCore:
                 return h.expires_at, False
             return None, self.mark_lost(h, "max_lease reached; the lease was left to expire")
         try:
-            yield from self.extend_flow(h, seconds, "max")
-        except NotOwnedError:  # LockLostError included: extend_flow marked it
-            self.counters.renewal_failures += 1
-            return None, _fires(h)
+            status, _ = yield from self._extend_step(h, seconds, "max")
         except Exception as exc:  # Redis unreachable, timed out, refused the command
             return self.renewal_error(h, exc)
+        if status != "ok":
+            self.counters.renewal_failures += 1
+            return None, self.mark_lost(h, _why(status))
         self.counters.renewals += 1
         return time.monotonic() + self.renew_interval, False
 
@@ -492,11 +530,6 @@ class LockCore:
                 h, f"could not renew before the lease ran out: {type(error).__name__}: {error}"
             )
         return min(h.expires_at, now + max(0.05, min(self.renew_interval / 4.0, 1.0))), False
-
-
-def _fires(h: Holding) -> bool:
-    # A separate function: mypy would carry the narrowing of h.lost across the yield.
-    return h.lost and not h.closing
 
 
 def _why(status: str) -> str:

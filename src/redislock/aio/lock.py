@@ -113,16 +113,21 @@ class AsyncLock(LockBase):
                 keep(asyncio.ensure_future(self._finish_release(h)))
             raise
         except Exception:
-            if core.holding is h:  # no reply: the lock may still be ours
-                h.closing = False
-                if core.watchdog and not h.lost:
-                    renewer().schedule(self, h, time.monotonic())
+            if core.release_failed(h):  # no reply: the lock may still be ours
+                renewer().schedule(self, h, time.monotonic())
             raise
 
     async def _finish_release(self, h: Holding) -> None:
-        # "gone" most likely means the cancelled attempt had already deleted it.
-        with contextlib.suppress(NotOwnedError):
-            await run(self._client, self._core.release_flow(h))
+        # Repeats a release whose caller was cancelled before the reply: "gone" then most
+        # likely means the first attempt worked.
+        try:
+            await run(self._client, self._core.release_flow(h, retry=True))
+        except NotOwnedError:
+            pass  # lost before the release: nobody is left to tell
+        except Exception:
+            if self._core.release_failed(h):
+                renewer().schedule(self, h, time.monotonic())
+            raise
 
     async def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen the lease of the current hold. See :meth:`Lock.extend`.

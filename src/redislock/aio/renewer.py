@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""The watchdog for asyncio locks: ONE task per event loop renews every held lease.
+"""The watchdog for asyncio locks: ONE scheduler task per event loop renews every lease.
 
-The task starts with the first held watchdog lease of its loop and ends when none is left.
-Each renewal is bounded by a timeout, so a dead network is noticed before the local lease
-estimate runs out, whatever the client's socket timeout.
+The scheduler starts with the first held watchdog lease of its loop and ends when none is
+left. Each renewal runs in a short task of its own, bounded by the end of the local lease
+estimate: a slow Redis delays nobody else, and a dead network is reported as a loss in
+time, whatever the client's socket timeout.
 """
 
 from __future__ import annotations
@@ -78,17 +79,21 @@ class AsyncRenewer:
                     pass
                 continue
             lock, h = item
-            await self._renew(lock, h)
+            keep(asyncio.ensure_future(self._renew(lock, h)))
             del lock
 
     async def _renew(self, lock: AsyncLock, h: Holding) -> None:
+        # Its own task, so a slow Redis delays nobody else's renewal; bounded by the end of
+        # the local lease estimate, after which the lease counts as lost.
         core = lock._core
-        limit = max(0.05, min(core.renew_interval / 2.0, h.expires_at - time.monotonic()))
+        limit = max(0.001, h.expires_at - time.monotonic())
         try:
             async with asyncio.timeout(limit):
                 due, fire = await run(lock._client, core.renew_flow(h))
-        except TimeoutError as exc:
-            due, fire = core.renewal_error(h, exc)
+        except TimeoutError:
+            due, fire = core.renewal_error(
+                h, TimeoutError("no answer to the renewal before the lease ran out")
+            )
         except Exception:  # a bug; keep serving the other locks
             log.exception("renewing lock %r failed unexpectedly", core.name)
             return
@@ -102,7 +107,7 @@ class AsyncRenewer:
                 except Exception:
                     log.exception("on_lost callback of lock %r raised", core.name)
         if due is not None:
-            self._schedule.add(lock, h, due)
+            self.schedule(lock, h, due)
 
 
 _renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRenewer] = (

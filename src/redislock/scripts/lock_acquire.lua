@@ -9,8 +9,14 @@
 -- ARGV[4] wait_ms       0 for a single try; else how long to keep the waiters marker, milliseconds
 -- returns {"ok", fence}        acquired; fence is the new fencing token
 --         {"busy", pttl_ms}    held by someone else; pttl_ms is the holder's remaining TTL (-1: no TTL)
+-- Idempotent for one token: a client that retries after losing the reply (redis-py retries
+-- on timeouts) gets {"ok", fence} for its own hold instead of waiting on itself.
 if redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   return {'ok', redis.call('INCR', KEYS[2])}
+end
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
+  return {'ok', tonumber(redis.call('GET', KEYS[2]))}
 end
 if ARGV[4] ~= '0' then
   redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])

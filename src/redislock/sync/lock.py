@@ -108,10 +108,8 @@ class Lock(LockBase):
         try:
             run(self._client, self._core.release_flow(h))
         except Exception:
-            if self._core.holding is h:  # no reply: the lock may still be ours
-                h.closing = False
-                if self._core.watchdog and not h.lost:
-                    renewer().schedule(self, h, time.monotonic())
+            if self._core.release_failed(h):  # no reply: the lock may still be ours
+                renewer().schedule(self, h, time.monotonic())
             raise
 
     def extend(self, seconds: float, *, replace: bool = False) -> float:

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The watchdog for sync locks: ONE scheduler thread per process renews every held lease.
 
-The scheduler hands each renewal to a small pool of daemon I/O threads and waits at most
-until the lease must count as lost, so a hung connection cannot make a loss silent.
+The scheduler hands each renewal to a pool of daemon I/O threads (grown on demand) and
+declares a lease lost when its renewal has not answered by the end of the local lease
+estimate, so neither a hung connection nor a slow Redis makes a loss silent or late.
 
 The threads start lazily, stop at interpreter exit, and are forgotten in a forked child
 (the child holds none of its parent's locks).
@@ -11,14 +12,13 @@ The threads start lazily, stop at interpreter exit, and are forgotten in a forke
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import logging
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from redislock._core.lock import Holding
 from redislock._core.schedule import Schedule
@@ -31,18 +31,26 @@ __all__ = ["Renewer", "renewer"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
+_MAX_IO_THREADS = 64
+"""Renewal I/O threads at most; one hung renewal holds one thread until it answers."""
 
 
 class Renewer:
-    """The process-wide watchdog thread and its schedule."""
+    """The process-wide watchdog: a scheduler thread, I/O workers, and loss deadlines.
+
+    The scheduler never does I/O. Each due renewal goes to a worker thread, and a deadline
+    at the end of the local lease estimate is set for it: if the renewal has not answered
+    by then (a hung connection, a client without socket_timeout), the scheduler declares
+    the lease lost. A slow Redis therefore delays nobody else's renewals.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._schedule: Schedule[Lock] = Schedule()
+        self._deadlines: Schedule[Lock] = Schedule()
         self._thread: threading.Thread | None = None
         self._stopped = False
-        self._workers = _Workers(4)
+        self._workers = _Workers(_MAX_IO_THREADS)
 
     def schedule(self, lock: Lock, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
@@ -61,58 +69,60 @@ class Renewer:
         """Stop renewing ``h``."""
         with self._cond:
             self._schedule.discard(h)
+            self._deadlines.discard(h)
 
     def stop(self) -> None:
         """Stop the thread (held leases are no longer renewed and run out in Redis)."""
         with self._cond:
             self._stopped = True
             self._schedule.clear()
+            self._deadlines.clear()
             self._cond.notify()
 
-    def _next(self) -> tuple[Lock, Holding] | None:
+    def _next(self) -> tuple[bool, Lock, Holding] | None:
+        """(True, lock, h) for a due renewal, (False, lock, h) for a missed deadline."""
         with self._cond:
             while not self._stopped:
-                item = self._schedule.pop_due(time.monotonic())
-                if isinstance(item, tuple):
-                    return item
-                self._cond.wait(item)
+                now = time.monotonic()
+                late = self._deadlines.pop_due(now)
+                if isinstance(late, tuple):
+                    return (False, *late)
+                due = self._schedule.pop_due(now)
+                if isinstance(due, tuple):
+                    self._deadlines.add(due[0], due[1], due[1].expires_at)
+                    return (True, *due)
+                waits = [w for w in (late, due) if w is not None]
+                self._cond.wait(min(waits) if waits else None)
             return None
 
     def _run(self) -> None:
         while (item := self._next()) is not None:
-            lock, h = item
-            self._renew(lock, h)
+            renew, lock, h = item
+            if renew:
+                self._workers.submit(self._renew, lock, h)
+            else:
+                # The renewal sent for h has not answered and the lease estimate ran out.
+                _, fire = lock._core.renewal_error(
+                    h, TimeoutError("no answer to the renewal before the lease ran out")
+                )
+                if fire:
+                    _notify_lost(lock, h)
             del lock, item
 
     def _renew(self, lock: Lock, h: Holding) -> None:
-        # The I/O runs on a worker thread so that a hung connection (a client without
-        # socket_timeout, a blackholed network) cannot hold the scheduler past the point
-        # where the lease must be declared lost.
+        """One renewal, on a worker thread."""
         core = lock._core
-        limit = max(0.05, min(core.renew_interval / 2.0, h.expires_at - time.monotonic()))
-        future = self._workers.submit(run, lock._client, core.renew_flow(h))
         try:
-            due, fire = future.result(timeout=limit)
-        except concurrent.futures.TimeoutError:
-            future.add_done_callback(lambda late: self._late(lock, h, late))
-            due, fire = core.renewal_error(
-                h, TimeoutError(f"no answer to the renewal within {limit:.3f} s")
-            )
+            due, fire = run(lock._client, core.renew_flow(h))
         except Exception:  # a bug; keep serving the other locks
             log.exception("renewing lock %r failed unexpectedly", core.name)
-            return
+            due, fire = None, False
+        with self._cond:
+            self._deadlines.discard(h)
         if fire:
             _notify_lost(lock, h)
         if due is not None:
             self.schedule(lock, h, due)
-
-    @staticmethod
-    def _late(
-        lock: Lock, h: Holding, future: concurrent.futures.Future[tuple[float | None, bool]]
-    ) -> None:
-        # A renewal that answered after we stopped waiting may still have found the loss.
-        if not future.cancelled() and future.exception() is None and future.result()[1]:
-            _notify_lost(lock, h)
 
 
 def _notify_lost(lock: Lock, h: Holding) -> None:
@@ -126,41 +136,39 @@ def _notify_lost(lock: Lock, h: Holding) -> None:
 
 
 class _Workers:
-    """A few daemon threads for renewal I/O (unlike ThreadPoolExecutor's, a hung one never
-    blocks interpreter exit)."""
+    """Daemon threads for renewal I/O, started while queued work outnumbers idle threads.
 
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]]
-        self._queue = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
+    Unlike ThreadPoolExecutor's threads, a hung one never blocks interpreter exit.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._queued = 0
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put((lambda: fn(*args), future))
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on a worker thread."""
         with self._lock:
-            if self._idle == 0 and len(self._threads) < self._size:
-                thread = threading.Thread(
-                    target=self._work, name="redislock-renewal-io", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
-        return future
+            self._queued += 1
+            start = self._queued > self._idle and self._threads < self._limit
+            if start:
+                self._threads += 1
+        self._queue.put(lambda: fn(*args))
+        if start:
+            threading.Thread(target=self._work, name="redislock-renewal-io", daemon=True).start()
 
     def _work(self) -> None:
         while True:
             with self._lock:
                 self._idle += 1
-            fn, future = self._queue.get()
+            task = self._queue.get()
             with self._lock:
                 self._idle -= 1
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:
-                    future.set_exception(exc)
+                self._queued -= 1
+            task()
 
 
 _renewer: Renewer | None = None

@@ -535,7 +535,7 @@ def test_list_shows_held_locks_only(
     with Lock(admin, "app:free"):
         pass
     admin.set("app:unrelated", "x")
-    held = [Lock(admin, n) for n in ("app:a", "app:b", "other:c", "ap*x")]
+    held = [Lock(admin, n) for n in ("app:a", "app:b", "other:c", "ap*x", "job]1", "job\\2")]
     for lock in held:
         assert lock.acquire(timeout=5)
     try:
@@ -547,7 +547,9 @@ def test_list_shows_held_locks_only(
             assert all(i["held"] for i in infos)
             return [i["name"] for i in infos]
 
-        assert names() == ["ap*x", "app:a", "app:b", "other:c"]
+        assert names() == ["ap*x", "app:a", "app:b", "job\\2", "job]1", "other:c"]
+        assert names("--prefix", "job]") == ["job]1"]
+        assert names("--prefix", "job\\") == ["job\\2"]
         assert names("--prefix", "app:") == ["app:a", "app:b"]
         assert names("--prefix", "ap*") == ["ap*x"]  # glob characters are literal
         assert names("--prefix", "nothing") == []
@@ -675,3 +677,34 @@ def test_run_on_a_terminal_lets_the_command_read_it(
         assert admin.exists(lock_key("tty")) == 0
     finally:
         os.close(master)
+
+
+def test_lost_lease_stops_the_whole_process_group(
+    cli_env: dict[str, str], url: str, admin: redis.Redis, tmp_path: Path
+) -> None:
+    """CMD (a shell) exits on SIGTERM, but a grandchild ignores it: the grandchild must be
+    gone too before `run` reports the loss."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = f"sh -c 'trap \"\" TERM; echo $$ > {pidfile}; sleep 30' & wait"
+    proc = start(cli_env, url, "run", "grp", "--ttl", "1", "--grace", "1", "--", "sh", "-c", script)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="grandchild")
+    grandchild = int(pidfile.read_text())
+    admin.delete(lock_key("grp"))
+    status, _, err = finish(proc, timeout=20)
+    assert status == EXIT_LOST, err
+    assert pid_gone(grandchild), "a process of the command's group outlived the loss"
+
+
+def test_release_failure_is_not_reported_as_success(
+    cli_env: dict[str, str], spawn_server: Callable[..., RedisProcess]
+) -> None:
+    """The command stops Redis itself: the release cannot happen, and `run` says so (69)."""
+    server = spawn_server()
+    assert server.socket_path is not None
+    stop = py(
+        "import redis, sys; redis.Redis(unix_socket_path=sys.argv[1]).shutdown(nosave=True)",
+        str(server.socket_path),
+    )
+    result = cli(cli_env, server.url, "run", "gone", "--", *stop)
+    assert result.returncode == 69, result.stderr
+    assert "release" in result.stderr

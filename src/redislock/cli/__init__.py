@@ -5,9 +5,10 @@ the lottery demo, and the embedded server.
 Exit status (also in the README):
     0     success (``run``: CMD's own status is passed through)
     64    bad usage or invalid argument (EX_USAGE)
-    69    Redis unreachable or no redis-server for the embedded server (EX_UNAVAILABLE)
+    69    Redis unreachable (also when ``run`` cannot release after CMD), or no redis-server
+          for the embedded server (EX_UNAVAILABLE)
     75    lock busy with ``--no-wait``, or the wait timed out (EX_TEMPFAIL)
-    79    ``run``: the lease was lost while CMD ran; CMD was stopped
+    79    ``run``: the lease was lost while CMD ran; CMD's process group was stopped
     126   ``run``: CMD could not be executed;  127: CMD not found
     128+N ``run``: CMD was killed by signal N
 """
@@ -267,7 +268,7 @@ def _inspect(client: redis.Redis, name: str, prefix: str, *, as_json: bool) -> i
 
 
 def _list(client: redis.Redis, name_prefix: str, prefix: str, *, as_json: bool) -> int:
-    escaped = "".join(f"[{c}]" if c in "*?[]\\" else c for c in prefix + "{" + name_prefix)
+    escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix + "{" + name_prefix)
     names = []
     for raw in client.scan_iter(match=escaped + "*", count=1000):
         key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio
@@ -40,62 +41,68 @@ async def test_cancelled_waiter_leaves_nothing_behind(ar: redis.asyncio.Redis) -
     await waiter.release()
 
 
-async def test_cancel_after_the_script_ran_deletes_the_key(redis_server: RedisProcess) -> None:
+@pytest.fixture
+async def delayed(
+    redis_server: RedisProcess,
+) -> AsyncIterator[tuple[redis.asyncio.Redis, redis.asyncio.Redis]]:
+    """(a client whose replies arrive 0.3 s late, a direct admin client) on a flushed server."""
     assert redis_server.socket_path is not None
     async with DelayProxy(str(redis_server.socket_path), reply_delay=0.3).running() as proxy:
         slow = redis.asyncio.Redis(port=proxy.port)
         admin = redis.asyncio.Redis(**redis_server.client_kwargs())
         await admin.flushall()
         await warm_up(slow, admin)
-        lock = AsyncLock(slow, "cancel-acquire", ttl=30)
-        task = asyncio.create_task(lock.acquire())
-        # The acquire script runs at once; its reply is still on the way when we cancel.
-        for _ in range(100):
-            if await admin.exists(lock.key):
-                break
-            await asyncio.sleep(0.01)
-        assert await admin.exists(lock.key) == 1
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(200):
-            if not await admin.exists(lock.key):
-                break
-            await asyncio.sleep(0.01)
-        assert await admin.exists(lock.key) == 0, "a cancelled acquire left an orphan key"
-        assert lock.fencing_token is None
+        yield slow, admin
         await slow.aclose()
         await admin.aclose()
 
 
-async def test_cancelled_release_completes_and_state_follows(redis_server: RedisProcess) -> None:
-    assert redis_server.socket_path is not None
-    async with DelayProxy(str(redis_server.socket_path), reply_delay=0.3).running() as proxy:
-        slow = redis.asyncio.Redis(port=proxy.port)
-        admin = redis.asyncio.Redis(**redis_server.client_kwargs())
-        await admin.flushall()
-        await warm_up(slow, admin)
-        lock = AsyncLock(slow, "cancel-release", ttl=30)
-        assert await lock.acquire()
-        task = asyncio.create_task(lock.release())
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        # Never "released" locally while the key remains.
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            released_locally = lock.fencing_token is None
-            key_exists = await admin.exists(lock.key) == 1
-            assert not (released_locally and key_exists)
-            if released_locally and not key_exists:
-                break
-            await asyncio.sleep(0.01)
-        assert lock.fencing_token is None
-        assert await admin.exists(lock.key) == 0
-        assert not lock.lost, "a clean release, finished in the background, is not a loss"
-        await slow.aclose()
-        await admin.aclose()
+async def test_cancel_after_the_script_ran_deletes_the_key(
+    delayed: tuple[redis.asyncio.Redis, redis.asyncio.Redis],
+) -> None:
+    slow, admin = delayed
+    lock = AsyncLock(slow, "cancel-acquire", ttl=30)
+    task = asyncio.create_task(lock.acquire())
+    # The acquire script runs at once; its reply is still on the way when we cancel.
+    for _ in range(100):
+        if await admin.exists(lock.key):
+            break
+        await asyncio.sleep(0.01)
+    assert await admin.exists(lock.key) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(200):
+        if not await admin.exists(lock.key):
+            break
+        await asyncio.sleep(0.01)
+    assert await admin.exists(lock.key) == 0, "a cancelled acquire left an orphan key"
+    assert lock.fencing_token is None
+
+
+async def test_cancelled_release_completes_and_state_follows(
+    delayed: tuple[redis.asyncio.Redis, redis.asyncio.Redis],
+) -> None:
+    slow, admin = delayed
+    lock = AsyncLock(slow, "cancel-release", ttl=30)
+    assert await lock.acquire()
+    task = asyncio.create_task(lock.release())
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Never "released" locally while the key remains.
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        released_locally = lock.fencing_token is None
+        key_exists = await admin.exists(lock.key) == 1
+        assert not (released_locally and key_exists)
+        if released_locally and not key_exists:
+            break
+        await asyncio.sleep(0.01)
+    assert lock.fencing_token is None
+    assert await admin.exists(lock.key) == 0
+    assert not lock.lost, "a clean release, finished in the background, is not a loss"
 
 
 async def test_cancelled_release_while_redis_is_paused(ar: redis.asyncio.Redis) -> None:

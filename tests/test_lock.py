@@ -36,6 +36,19 @@ def wait_for(predicate: Any, timeout: float = 5.0) -> float:
     return time.monotonic() - start
 
 
+def acquire_in_thread(lock: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``lock.acquire(timeout=20)`` in a thread; the dict gets "ok" and "at" (monotonic)."""
+    result: dict[str, Any] = {}
+
+    def wait() -> None:
+        result["ok"] = lock.acquire(timeout=20)
+        result["at"] = time.monotonic()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread, result
+
+
 def test_acquire_release_roundtrip(flavor: Flavor) -> None:
     lock = flavor.lock("job", ttl=10)
     assert not lock.locked()
@@ -96,14 +109,7 @@ def test_waiter_is_woken_by_release_not_by_polling(flavor: Flavor) -> None:
     assert holder.acquire()
     # With a 10 s recheck interval only the wake-up push can hand the lock over quickly.
     waiter = flavor.lock("wake", ttl=30, recheck_interval=10.0)
-    result: dict[str, Any] = {}
-
-    def wait() -> None:
-        result["ok"] = waiter.acquire(timeout=20)
-        result["at"] = time.monotonic()
-
-    thread = threading.Thread(target=wait)
-    thread.start()
+    thread, result = acquire_in_thread(waiter)
     time.sleep(0.3)  # the waiter is blocked by now
     assert "ok" not in result
     released = time.monotonic()
@@ -132,14 +138,7 @@ def test_lost_wake_up_costs_at_most_the_recheck_interval(flavor: Flavor) -> None
     holder = flavor.lock("lost-wake", ttl=30)
     assert holder.acquire()
     waiter = flavor.lock("lost-wake", ttl=30, recheck_interval=0.3)
-    result: dict[str, Any] = {}
-
-    def wait() -> None:
-        result["ok"] = waiter.acquire(timeout=20)
-        result["at"] = time.monotonic()
-
-    thread = threading.Thread(target=wait)
-    thread.start()
+    thread, result = acquire_in_thread(waiter)
     time.sleep(0.2)
     deleted = time.monotonic()
     flavor.admin.delete(holder.key)  # freed without a release: nobody pushes a wake-up

@@ -160,7 +160,8 @@ class Lock(LockBase):
     def adopt(self, token: str) -> None:
         """Take over a hold by its owner token (from :meth:`detach` in another process).
 
-        The fencing token and lease come from Redis; a watchdog lock resumes renewal here.
+        The fencing token and lease come from Redis; a watchdog lock resumes renewal here,
+        and its ``max_lease`` counts from the adoption.
 
         Raises:
             LockConfigError: ``token`` is not 32-256 lowercase hex characters.

@@ -242,3 +242,77 @@ def test_on_lost_fires_once_per_loss(flavor: str, spawn_server: Spawn) -> None:
 
         asyncio.run(go())
     assert len(calls) == 1
+
+
+def test_every_hung_renewal_is_reported(spawn_server: Spawn) -> None:
+    """Two servers freeze one after the other: each lock's loss is reported near its own
+    lease end (a stale deadline entry once cancelled the second one)."""
+    first, second = spawn_server(), spawn_server()
+    fired: dict[str, float] = {}
+
+    def note(name: str) -> Any:
+        return lambda _: fired.setdefault(name, time.monotonic())
+
+    c1 = redis.Redis(**first.client_kwargs())
+    c2 = redis.Redis(**second.client_kwargs())
+    x = Lock(c1, "x", watchdog_lease=2.7, on_lost=note("x"))
+    h = Lock(c2, "h", watchdog_lease=3.0, on_lost=note("h"))
+    assert x.acquire()
+    assert h.acquire()
+    time.sleep(2.0)
+    first.kill(signal.SIGSTOP)
+    time.sleep(1.1)
+    second.kill(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    deadline = frozen_at + 6.0
+    while "h" not in fired and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.kill(signal.SIGCONT)
+    second.kill(signal.SIGCONT)
+    assert "x" in fired
+    assert "h" in fired, "the second frozen server's loss was never reported"
+    assert fired["h"] - frozen_at <= 3.0 + 0.5
+    for lock in (x, h):
+        with contextlib.suppress(NotOwnedError):
+            lock.release()
+    c1.close()
+    c2.close()
+
+
+@FLAVOR
+def test_stalls_shorter_than_the_margin_are_not_a_loss(flavor: str, spawn_server: Spawn) -> None:
+    """Two Redis stalls of 1.15 s against a 3 s lease renewed every 1 s: the lease never
+    runs out in Redis, so nothing may be reported lost."""
+    server = spawn_server()
+    admin = redis.Redis(**server.client_kwargs())
+
+    def stall_twice() -> None:
+        for _ in range(2):
+            admin.client_pause(1150)
+            time.sleep(1.6)
+
+    if flavor == "sync":
+        client = redis.Redis(**server.client_kwargs())
+        lock = Lock(client, "stall", watchdog_lease=3.0, renew_interval=1.0)
+        assert lock.acquire()
+        time.sleep(0.5)
+        stall_twice()
+        assert not lock.lost
+        assert lock.owned()
+        lock.release()
+        client.close()
+    else:
+
+        async def go() -> None:
+            aclient = redis.asyncio.Redis(**server.client_kwargs())
+            alock = AsyncLock(aclient, "stall", watchdog_lease=3.0, renew_interval=1.0)
+            assert await alock.acquire()
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(stall_twice)
+            assert not alock.lost
+            assert await alock.owned()
+            await alock.release()
+            await aclient.aclose()
+
+        asyncio.run(go())
+    admin.close()

@@ -507,6 +507,7 @@ class LockCore:
             if now < h.expires_at:
                 return h.expires_at, False
             return None, self.mark_lost(h, "max_lease reached; the lease was left to expire")
+        sent = time.monotonic()
         try:
             status, _ = yield from self._extend_step(h, seconds, "max")
         except Exception as exc:  # Redis unreachable, timed out, refused the command
@@ -515,7 +516,9 @@ class LockCore:
             self.counters.renewal_failures += 1
             return None, self.mark_lost(h, _why(status))
         self.counters.renewals += 1
-        return time.monotonic() + self.renew_interval, False
+        # One interval after this renewal was SENT, so a slow reply does not eat into the
+        # safety margin a second time.
+        return sent + self.renew_interval, False
 
     def renewal_error(self, h: Holding, error: BaseException) -> tuple[float | None, bool]:
         """After a renewal that failed with ``error``: as :meth:`renew_flow` returns.

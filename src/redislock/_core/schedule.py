@@ -27,24 +27,22 @@ class Schedule(Generic[L]):
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, weakref.ref[L], Holding]] = []
         self._seq = itertools.count()
-        self._pending: set[Holding] = set()
+        self._pending: dict[Holding, int] = {}  # holding -> seq of its one live entry
 
     def __len__(self) -> int:
         """Number of holdings waiting for renewal."""
         return len(self._pending)
 
     def add(self, lock: L, h: Holding, due: float) -> None:
-        """Renew ``h`` of ``lock`` at monotonic time ``due``.
-
-        If ``h`` is already scheduled, the earlier of the two times wins (at worst one extra
-        renewal).
-        """
-        self._pending.add(h)
-        heapq.heappush(self._heap, (due, next(self._seq), weakref.ref(lock), h))
+        """Renew ``h`` of ``lock`` at monotonic time ``due``, replacing any earlier entry
+        for ``h`` (older heap entries are skipped when they come up)."""
+        seq = next(self._seq)
+        self._pending[h] = seq
+        heapq.heappush(self._heap, (due, seq, weakref.ref(lock), h))
 
     def discard(self, h: Holding) -> None:
         """Stop renewing ``h`` (released or detached)."""
-        self._pending.discard(h)
+        self._pending.pop(h, None)
 
     def clear(self) -> None:
         """Forget everything."""
@@ -54,17 +52,17 @@ class Schedule(Generic[L]):
     def pop_due(self, now: float) -> tuple[L, Holding] | float | None:
         """The next due (lock, holding); else seconds until the next one; None if empty."""
         while self._heap:
-            due, _, ref, h = self._heap[0]
+            due, seq, ref, h = self._heap[0]
             lock = ref()
-            if lock is None or h.closing or h not in self._pending:
-                heapq.heappop(self._heap)
-                if lock is None or h.closing:
-                    self._pending.discard(h)
+            if lock is None or h.closing or self._pending.get(h) != seq:
+                heapq.heappop(self._heap)  # dead, closed, or replaced by a newer entry
+                if (lock is None or h.closing) and self._pending.get(h) == seq:
+                    del self._pending[h]
                 continue
             if due > now:
                 return due - now
             heapq.heappop(self._heap)
-            self._pending.discard(h)
+            del self._pending[h]
             return lock, h
         self._pending.clear()
         return None

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 _MAX_IO_THREADS = 64
 """Renewal I/O threads at most; one hung renewal holds one thread until it answers."""
 
+_IDLE_EXIT = 10.0
+"""Seconds an idle renewal I/O thread waits for work before it exits."""
+
 
 class Renewer:
     """The process-wide watchdog: a scheduler thread, I/O workers, and loss deadlines.
@@ -105,8 +108,8 @@ class Renewer:
                 _, fire = lock._core.renewal_error(
                     h, TimeoutError("no answer to the renewal before the lease ran out")
                 )
-                if fire:
-                    _notify_lost(lock, h)
+                if fire:  # on a worker: a slow callback must not hold up the scheduler
+                    self._workers.submit(_notify_lost, lock, h)
             del lock, item
 
     def _renew(self, lock: Lock, h: Holding) -> None:
@@ -164,7 +167,15 @@ class _Workers:
         while True:
             with self._lock:
                 self._idle += 1
-            task = self._queue.get()
+            try:
+                task = self._queue.get(timeout=_IDLE_EXIT)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    if self._queue.empty():  # nothing arrived between timeout and lock
+                        self._threads -= 1
+                        return
+                continue
             with self._lock:
                 self._idle -= 1
                 self._queued -= 1

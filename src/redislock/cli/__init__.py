@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -160,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     args.cmd = cmd
     try:
-        return _dispatch(args, parser)
+        status = _dispatch(args, parser)
+    except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: no traceback
+        status = 128 + signal.SIGINT
     except CliError as exc:
         print(f"redislock: {exc}", file=sys.stderr)
         return exc.status
@@ -173,6 +176,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (redis.exceptions.RedisError, RedisLockError) as exc:
         print(f"redislock: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if argv is None and status == 128 + signal.SIGINT:
+        # Die of SIGINT too, so that a calling shell stops its loop as it would for the
+        # command itself (an exit status of 130 does not do that).
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return status
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -51,7 +52,6 @@ def run_command(
     """
     from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE
 
-    child = _Child(_terminal())
     lost = threading.Event()
 
     def stop_child() -> None:
@@ -60,6 +60,19 @@ def run_command(
         child.send(signal.SIGTERM)
         child.kill_later(grace)
 
+    def still_ours() -> bool:
+        # After we were stopped and continued: is the lease still ours? If not, CMD must
+        # not run on; stop it (it gets SIGCONT after this, so it can act on the SIGTERM).
+        try:
+            if lock.owned():
+                return True
+        except Exception as exc:  # Redis unreachable: we cannot know, so treat it as lost
+            print(f"redislock: cannot check the lease after a stop: {exc}", file=sys.stderr)
+        if not lost.is_set():
+            stop_child()
+        return False
+
+    child = _Child(_terminal(), still_ours)
     lock = Lock(client, name, watchdog_lease=ttl, prefix=prefix, on_lost=lambda _: stop_child())
     if not lock.acquire(timeout=wait):
         print(f"redislock: lock {name!r} is busy", file=sys.stderr)
@@ -69,16 +82,19 @@ def run_command(
     status = 0
     try:
         # Handlers go in before the child exists: a signal in between is kept and delivered.
+        # A signal ignored when we started (nohup) stays ignored, here and in CMD.
         for sig in _FORWARDED:
-            previous[sig] = signal.signal(sig, child.forward)
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, child.forward)
+        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, child.on_tstp)
         if not lost.is_set():
             try:
                 child.start(cmd)
             except FileNotFoundError:
                 print(f"redislock: command not found: {cmd[0]}", file=sys.stderr)
                 return 127
-            except PermissionError:
-                print(f"redislock: cannot execute: {cmd[0]}", file=sys.stderr)
+            except OSError as exc:  # no permission, not an executable format, ...
+                print(f"redislock: cannot execute {cmd[0]}: {exc.strerror}", file=sys.stderr)
                 return 126
             status = child.wait()
             if lost.is_set():
@@ -103,21 +119,46 @@ def run_command(
 
 
 def _terminal() -> int | None:
-    """The fd of our controlling terminal if stdin is it and we are in its foreground."""
+    """The fd of our controlling terminal, if stdin is it."""
     try:
         fd = sys.stdin.fileno()
-        if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+        if os.isatty(fd):
             return fd
     except (AttributeError, OSError, ValueError):
         pass
     return None
 
 
-class _Child:
-    """The command's process group, and the terminal hand-over when there is one."""
+def _in_foreground(fd: int) -> bool:
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
 
-    def __init__(self, terminal: int | None) -> None:
+
+def _is_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped right now (Linux /proc; elsewhere assume it is)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in (b"T", b"t")
+
+
+class _Child:
+    """CMD's process group: signals, the terminal hand-over, and job control.
+
+    Job control mirrors CMD onto us, as sudo does: when CMD stops (Ctrl-Z, or reading the
+    terminal in the background) we take the terminal back and stop ourselves, so the shell
+    sees the job stopped; when the shell continues us, we check that the lease is still
+    ours, give CMD the terminal again if we are in the foreground, and continue it. When
+    we are stopped directly (Ctrl-Z with stdin not a terminal), we stop CMD first.
+    """
+
+    def __init__(self, terminal: int | None, still_ours: Callable[[], bool]) -> None:
         self.terminal = terminal
+        self.still_ours = still_ours
         self.proc: subprocess.Popen[bytes] | None = None
         self.pending: list[int] = []
         self.timers: list[threading.Timer] = []
@@ -125,23 +166,52 @@ class _Child:
 
     def start(self, cmd: list[str]) -> None:
         self.proc = subprocess.Popen(cmd, process_group=0)
-        if self.terminal is not None:
-            self._give_terminal(self.proc.pid)
-            # If it read the terminal before it was its own, it was stopped: wake it.
-            self.send(signal.SIGCONT)
+        self._give_terminal_if_foreground()
         for sig in self.pending:
             self.send(sig)
 
-    def _give_terminal(self, pgrp: int) -> None:
-        assert self.terminal is not None
+    def _give_terminal_if_foreground(self) -> None:
+        fd = self.terminal
+        if fd is not None and self.proc is not None and _in_foreground(fd):
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(fd, self.proc.pid)
+            # If it read the terminal before it was its own, it was stopped: wake it.
+            self.send(signal.SIGCONT)
+
+    def _take_terminal_back(self) -> None:
+        fd = self.terminal
+        if fd is None or self.proc is None:
+            return
+        try:
+            if os.tcgetpgrp(fd) != self.proc.pid:
+                return  # not CMD's: the shell or nobody has it; leave it alone
+        except OSError:
+            return
         # tcsetpgrp from a background group raises SIGTTOU unless it is ignored.
         old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         try:
-            os.tcsetpgrp(self.terminal, pgrp)
+            os.tcsetpgrp(fd, os.getpgrp())
         except OSError:
             pass
         finally:
             signal.signal(signal.SIGTTOU, old)
+
+    def _stop_and_resume(self) -> None:
+        """Stop ourselves like CMD was stopped; on continue, check the lease and go on."""
+        self._take_terminal_back()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        # ... continued by the shell (fg or bg).
+        if self.still_ours():
+            self._give_terminal_if_foreground()
+        self.send(signal.SIGCONT)
+
+    def on_tstp(self, _signum: int, _frame: FrameType | None) -> None:
+        """SIGTSTP to us (Ctrl-Z while CMD is not the terminal's foreground)."""
+        if self.proc is None:
+            os.kill(os.getpid(), signal.SIGSTOP)  # nothing runs yet; just stop
+            return
+        self.send(signal.SIGSTOP)
+        self._stop_and_resume()
 
     def kill_later(self, grace: float) -> None:
         """SIGKILL the group after ``grace`` seconds (from any thread)."""
@@ -155,8 +225,7 @@ class _Child:
         self.finished = True
         for timer in self.timers:
             timer.cancel()
-        if self.terminal is not None and self.proc is not None:
-            self._give_terminal(os.getpgrp())
+        self._take_terminal_back()
 
     def forward(self, signum: int, _frame: FrameType | None) -> None:
         self.send(signum)
@@ -172,8 +241,17 @@ class _Child:
             os.killpg(self.proc.pid, sig)
 
     def wait(self) -> int:
+        """Wait for CMD to exit (following its stops); its status as Popen reports it."""
         assert self.proc is not None
-        return self.proc.wait()
+        pid = self.proc.pid
+        while True:
+            _, status = os.waitpid(pid, os.WUNTRACED)
+            if os.WIFSTOPPED(status):
+                if _is_stopped(pid):  # not a stop we made and already undid
+                    self._stop_and_resume()
+                continue
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+            return self.proc.returncode
 
     def wait_group(self, grace: float) -> None:
         """After a loss: wait until no process of the group is left, SIGKILL it after

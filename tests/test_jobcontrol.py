@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -66,10 +67,8 @@ class Shell:
         return seen
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         os.waitpid(self.pid, 0)
         os.close(self.fd)
 

@@ -425,3 +425,13 @@ def test_bad_acquire_arguments_on_live_server_leave_no_keys(r: redis.Redis) -> N
         lock.adopt("Z" * 32)
     assert r.dbsize() == 0
     assert_untouched(lock)
+
+
+def test_the_settings_cache_never_admits_a_bool_after_an_equal_number(dead: Dead) -> None:
+    """Validated settings are cached; True == 1 must still be rejected after ttl=1 passed."""
+    assert dead.lock(ttl=1).name == "job"
+    with pytest.raises(LockConfigError, match="ttl"):
+        dead.lock(ttl=True)
+    assert dead.lock(timeout=0).name == "job"
+    with pytest.raises(LockConfigError, match="timeout"):
+        dead.lock(timeout=False)

@@ -12,13 +12,14 @@ exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from redislock._core import validate
 from redislock._core.keys import LockKeys
@@ -133,6 +134,66 @@ class _Counters:
     renewal_failures: int = 0
 
 
+_Settings: TypeAlias = tuple[
+    float | None, float, float, float | None, float | None, float, float | None, int, int, int
+]
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # typed: True and 1 are different keys
+def _settings(
+    ttl: Any,
+    watchdog_lease: Any,
+    renew_interval: Any,
+    max_lease: Any,
+    timeout: Any,
+    recheck_interval: Any,
+    socket_timeout: float | None,
+) -> _Settings:
+    """The validated timing of a lock, in :class:`LockCore` field order (cached: most
+    programs build many locks with the same settings)."""
+    fixed = validate.check_optional_duration("ttl", ttl)
+    watchdog = validate.check_duration("watchdog_lease", watchdog_lease)
+    lease = fixed if fixed is not None else watchdog
+    if renew_interval is None:
+        interval = lease / 3.0
+    else:
+        interval = validate.check_duration("renew_interval", renew_interval)
+        if interval >= lease:
+            raise LockConfigError(
+                f"renew_interval ({interval} s) must be shorter than the lease ({lease} s)"
+            )
+        if interval > lease / 2.0:
+            raise LockConfigError(
+                f"renew_interval ({interval} s) must be at most half the lease "
+                f"({lease} s), or one failed renewal loses the lock"
+            )
+    if fixed is not None and renew_interval is not None:
+        raise LockConfigError("renew_interval applies to watchdog leases (ttl=None) only")
+    cap = validate.check_optional_duration("max_lease", max_lease)
+    if cap is not None and cap < lease:
+        raise LockConfigError(f"max_lease ({cap} s) must be >= the lease ({lease} s)")
+    if cap is not None and fixed is not None:
+        raise LockConfigError("max_lease applies to watchdog leases (ttl=None) only")
+    wait = validate.check_timeout("timeout", timeout)
+    recheck = validate.check_duration("recheck_interval", recheck_interval)
+    max_block = None
+    if socket_timeout is not None and socket_timeout > 0:
+        # A blocking pop must return before the client's socket timeout fires.
+        max_block = max(0.001, socket_timeout * 0.8)
+    return (
+        fixed,
+        lease,
+        interval,
+        cap,
+        wait,
+        recheck,
+        max_block,
+        validate.to_ms(lease),
+        validate.to_ms(recheck + 1.0),
+        validate.to_ms(max(1.0, 2 * recheck)),
+    )
+
+
 @dataclass(slots=True)
 class LockCore:
     """Configuration, local state and flows of one lock object. No I/O."""
@@ -146,10 +207,10 @@ class LockCore:
     timeout: float | None
     recheck_interval: float
     max_block: float | None
-    on_lost: Callable[[Any], object] | None
-    lease_ms: int = 0
-    marker_ms: int = 0
-    wake_ms: int = 0
+    lease_ms: int
+    marker_ms: int
+    wake_ms: int
+    on_lost: Callable[[Any], object] | None = None
     holding: Holding | None = None
     last_lost: bool = False
     pending_token: str | None = None
@@ -173,52 +234,14 @@ class LockCore:
         """Validate every argument (raises :class:`LockConfigError`) and build the core."""
         name = validate.check_name(name)
         prefix = validate.check_prefix(prefix)
-        fixed = validate.check_optional_duration("ttl", ttl)
-        watchdog = validate.check_duration("watchdog_lease", watchdog_lease)
-        lease = fixed if fixed is not None else watchdog
-        if renew_interval is None:
-            interval = lease / 3.0
-        else:
-            interval = validate.check_duration("renew_interval", renew_interval)
-            if interval >= lease:
-                raise LockConfigError(
-                    f"renew_interval ({interval} s) must be shorter than the lease ({lease} s)"
-                )
-            if interval > lease / 2.0:
-                raise LockConfigError(
-                    f"renew_interval ({interval} s) must be at most half the lease "
-                    f"({lease} s), or one failed renewal loses the lock"
-                )
-        if fixed is not None and renew_interval is not None:
-            raise LockConfigError("renew_interval applies to watchdog leases (ttl=None) only")
-        cap = validate.check_optional_duration("max_lease", max_lease)
-        if cap is not None and cap < lease:
-            raise LockConfigError(f"max_lease ({cap} s) must be >= the lease ({lease} s)")
-        if cap is not None and fixed is not None:
-            raise LockConfigError("max_lease applies to watchdog leases (ttl=None) only")
-        wait = validate.check_timeout("timeout", timeout)
-        recheck = validate.check_duration("recheck_interval", recheck_interval)
         if on_lost is not None and not callable(on_lost):
             raise LockConfigError(f"on_lost must be callable, got {on_lost!r}")
-        max_block = None
-        if socket_timeout is not None and socket_timeout > 0:
-            # A blocking pop must return before the client's socket timeout fires.
-            max_block = max(0.001, socket_timeout * 0.8)
-        return cls(
-            name=name,
-            keys=LockKeys.for_name(name, prefix),
-            ttl=fixed,
-            lease=lease,
-            renew_interval=interval,
-            max_lease=cap,
-            timeout=wait,
-            recheck_interval=recheck,
-            max_block=max_block,
-            on_lost=on_lost,
-            lease_ms=validate.to_ms(lease),
-            marker_ms=validate.to_ms(recheck + 1.0),
-            wake_ms=validate.to_ms(max(1.0, 2 * recheck)),
-        )
+        timing = (ttl, watchdog_lease, renew_interval, max_lease, timeout, recheck_interval)
+        try:
+            s = _settings(*timing, socket_timeout)
+        except TypeError:  # an unhashable argument: validate it uncached (and reject it)
+            s = _settings.__wrapped__(*timing, socket_timeout)
+        return cls(name, LockKeys.for_name(name, prefix), *s, on_lost=on_lost)
 
     # ------------------------------------------------------------------ state
 

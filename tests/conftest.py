@@ -52,6 +52,15 @@ def spawn_server(short_tmp: Path) -> Iterator[Callable[..., RedisProcess]]:
         proc.stop()
 
 
+@pytest.fixture
+def admin(redis_server: RedisProcess) -> Iterator[redis.Redis]:
+    """A decoded client on the suite's server, flushed (for checking what is in Redis)."""
+    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True, socket_timeout=10)
+    client.flushall()
+    yield client
+    client.close()
+
+
 @pytest.fixture(params=[False, True], ids=["bytes", "decoded"])
 def decode(request: pytest.FixtureRequest) -> bool:
     """Both ``decode_responses`` settings."""

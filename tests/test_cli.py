@@ -109,15 +109,6 @@ def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def admin(redis_server: RedisProcess) -> Iterator[redis.Redis]:
-    """A decoded client on the suite's server, flushed."""
-    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True, socket_timeout=10)
-    client.flushall()
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def url(redis_server: RedisProcess) -> str:
     return redis_server.url
 

@@ -87,14 +87,6 @@ def shell(redis_server: RedisProcess) -> Iterator[Shell]:
     sh.close()
 
 
-@pytest.fixture
-def admin(redis_server: RedisProcess) -> Iterator[redis.Redis]:
-    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True)
-    client.flushall()
-    yield client
-    client.close()
-
-
 def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 

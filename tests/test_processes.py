@@ -15,12 +15,10 @@ import random
 import signal
 import time
 import warnings
-from collections.abc import Iterator
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier, Event
 from typing import Any
 
-import pytest
 import redis
 
 from redislock import Lock, NotOwnedError
@@ -28,15 +26,6 @@ from redislock.server import RedisProcess
 
 CTX = multiprocessing.get_context("spawn")
 COUNTER = "test:counter"
-
-
-@pytest.fixture
-def admin(redis_server: RedisProcess) -> Iterator[redis.Redis]:
-    """A decoded client on the suite's server, flushed."""
-    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True, socket_timeout=10)
-    client.flushall()
-    yield client
-    client.close()
 
 
 def lock_key(name: str) -> str:

@@ -419,3 +419,18 @@ def test_acquire_is_idempotent_for_a_retried_script(flavor: Flavor) -> None:
     assert flavor.admin.get("redislock:{retried}:fence") == "1"
     other = flavor.admin.eval(script.source, 3, *keys, "b" * 32, 10_000, "host|2|0", 0)
     assert other[0] == "busy"
+
+
+def test_many_watchdog_leases_survive_script_flushes(flavor: Flavor) -> None:
+    """Renewals of many locks go out pipelined; NOSCRIPT inside a batch is recovered."""
+    locks = [flavor.lock(f"many{i}", watchdog_lease=0.6) for i in range(40)]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    for _ in range(6):
+        flavor.admin.script_flush()
+        time.sleep(0.3)
+    assert not any(lock.lost for lock in locks)
+    assert all(flavor.admin.pttl(lock.key) > 0 for lock in locks)
+    assert all(lock.statistics().renewals >= 4 for lock in locks)
+    for lock in locks:
+        lock.release()

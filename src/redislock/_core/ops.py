@@ -11,7 +11,7 @@ the operations with their client, so every algorithm exists exactly once.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from redis.exceptions import (
     NoPermissionError,
@@ -23,7 +23,17 @@ from redis.exceptions import (
 from redislock._core.scripts import Script
 from redislock.errors import UnexpectedReplyError
 
-__all__ = ["BlockPop", "Call", "Eval", "Flow", "Op", "as_int", "as_str", "script_error"]
+__all__ = [
+    "Batch",
+    "BlockPop",
+    "Call",
+    "Eval",
+    "Flow",
+    "Op",
+    "as_int",
+    "as_str",
+    "script_error",
+]
 
 T = TypeVar("T")
 
@@ -97,3 +107,47 @@ def script_error(exc: ResponseError) -> ResponseError | None:
         if at >= 0:
             return cls(text[at + len(marker) :].strip())
     return None
+
+
+_START = object()
+
+
+class Batch(Generic[T]):
+    """Several flows driven side by side: each step sends the next operation of every
+    unfinished flow in one pipelined round trip (used by the watchdogs to renew many leases
+    at once). Flows must not block (no :class:`BlockPop`)."""
+
+    def __init__(self, flows: list[Flow[T]]) -> None:
+        self.results: list[T | BaseException | None] = [None] * len(flows)
+        self.pending: list[tuple[int, Flow[T], Op]] = []
+        for i, flow in enumerate(flows):
+            self._advance(i, flow, _START)
+
+    def _advance(self, i: int, flow: Flow[T], reply: object) -> None:
+        try:
+            if reply is _START:
+                op = next(flow)
+            elif isinstance(reply, Exception):
+                op = flow.throw(reply)
+            else:
+                op = flow.send(reply)
+        except StopIteration as stop:
+            self.results[i] = stop.value
+            return
+        except Exception as exc:  # the flow raised: its result is the error
+            self.results[i] = exc
+            return
+        if isinstance(op, BlockPop):
+            raise TypeError("a batched flow may not block")
+        self.pending.append((i, flow, op))
+
+    def ops(self) -> list[Op]:
+        """The operations to send in this step, one per unfinished flow."""
+        return [op for _, _, op in self.pending]
+
+    def feed(self, replies: list[object]) -> None:
+        """Hand each flow its reply (an exception is thrown into it) and collect the next
+        operations."""
+        pending, self.pending = self.pending, []
+        for (i, flow, _), reply in zip(pending, replies, strict=True):
+            self._advance(i, flow, reply)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import weakref
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from redislock._core.lock import Holding
 
-__all__ = ["Schedule"]
+__all__ = ["BATCH", "COALESCE", "Schedule", "batches"]
 
 L = TypeVar("L")
 
@@ -66,3 +67,20 @@ class Schedule(Generic[L]):
             return lock, h
         self._pending.clear()
         return None
+
+
+COALESCE = 0.05
+"""Seconds: renewals due this soon are sent with the ones due now (early is harmless)."""
+
+BATCH = 256
+"""Renewals sent in one pipelined round trip at most."""
+
+
+def batches(
+    due: list[tuple[L, Holding]], key: Callable[[L], object]
+) -> list[list[tuple[L, Holding]]]:
+    """Due renewals grouped by ``key(lock)`` (their client), at most :data:`BATCH` a group."""
+    groups: dict[int, list[tuple[L, Holding]]] = {}
+    for item in due:
+        groups.setdefault(id(key(item[0])), []).append(item)
+    return [g[k : k + BATCH] for g in groups.values() for k in range(0, len(g), BATCH)]

@@ -16,9 +16,11 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
+import redis.asyncio
+
 from redislock._core.lock import Holding
-from redislock._core.schedule import Schedule
-from redislock.aio._driver import run
+from redislock._core.schedule import COALESCE, Schedule, batches
+from redislock.aio._driver import run, run_many
 
 if TYPE_CHECKING:
     from redislock.aio.lock import AsyncLock
@@ -67,47 +69,59 @@ class AsyncRenewer:
 
     async def _run(self) -> None:
         while True:
-            item = self._schedule.pop_due(time.monotonic())
+            now = time.monotonic()
+            due: list[tuple[AsyncLock, Holding]] = []
+            # Renewals due within the next few ms go along: one round trip for more.
+            while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
+                due.append(item)
+            for group in batches(due, lambda lock: lock._client):
+                keep(asyncio.ensure_future(self._renew(group)))
+            del due
             if item is None:
                 return
-            if not isinstance(item, tuple):
-                self._wake.clear()
-                try:
-                    async with asyncio.timeout(item):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
-                continue
-            lock, h = item
-            keep(asyncio.ensure_future(self._renew(lock, h)))
-            del lock
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(item):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
 
-    async def _renew(self, lock: AsyncLock, h: Holding) -> None:
-        # Its own task, so a slow Redis delays nobody else's renewal; bounded by the end of
-        # the local lease estimate, after which the lease counts as lost.
-        core = lock._core
-        limit = max(0.001, h.expires_at - time.monotonic())
+    async def _renew(self, group: list[tuple[AsyncLock, Holding]]) -> None:
+        # Renewals of locks sharing one client: one pipelined round trip, in a task of its
+        # own so a slow Redis delays nobody else, bounded by the end of the earliest local
+        # lease estimate, after which the leases count as lost.
+        client = group[0][0]._client
+        flows = [lock._core.renew_flow(h) for lock, h in group]
+        limit = max(0.001, min(h.expires_at for _, h in group) - time.monotonic())
+        results: list[tuple[float | None, bool] | BaseException | None]
         try:
             async with asyncio.timeout(limit):
-                due, fire = await run(lock._client, core.renew_flow(h))
+                if len(flows) == 1 or not isinstance(client, redis.asyncio.Redis):
+                    results = [await run(client, flow) for flow in flows]
+                else:
+                    results = await run_many(client, flows)
         except TimeoutError:
-            due, fire = core.renewal_error(
-                h, TimeoutError("no answer to the renewal before the lease ran out")
-            )
-        except Exception:  # a bug; keep serving the other locks
-            log.exception("renewing lock %r failed unexpectedly", core.name)
-            return
-        if fire:
-            log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
-            if core.on_lost is not None:
-                try:
-                    result = core.on_lost(lock)
-                    if inspect.isawaitable(result):
-                        keep(asyncio.ensure_future(result))
-                except Exception:
-                    log.exception("on_lost callback of lock %r raised", core.name)
-        if due is not None:
-            self.schedule(lock, h, due)
+            error = TimeoutError("no answer to the renewal before the lease ran out")
+            results = [lock._core.renewal_error(h, error) for lock, h in group]
+        except Exception as exc:  # a bug; keep serving the other locks
+            results = [exc] * len(group)
+        for (lock, h), result in zip(group, results, strict=True):
+            core = lock._core
+            if not isinstance(result, tuple):
+                log.error("renewing lock %r failed unexpectedly: %r", core.name, result)
+                continue
+            due, fire = result
+            if fire:
+                log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
+                if core.on_lost is not None:
+                    try:
+                        outcome = core.on_lost(lock)
+                        if inspect.isawaitable(outcome):
+                            keep(asyncio.ensure_future(outcome))
+                    except Exception:
+                        log.exception("on_lost callback of lock %r raised", core.name)
+            if due is not None:
+                self.schedule(lock, h, due)
 
 
 _renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRenewer] = (

@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from redislock._core.lock import Holding
-from redislock._core.schedule import Schedule
-from redislock.sync._driver import run
+from redislock._core.schedule import COALESCE, Schedule, batches
+from redislock.sync._driver import run, run_many
 
 if TYPE_CHECKING:
     from redislock.sync.lock import Lock
@@ -82,50 +84,66 @@ class Renewer:
             self._deadlines.clear()
             self._cond.notify()
 
-    def _next(self) -> tuple[bool, Lock, Holding] | None:
-        """(True, lock, h) for a due renewal, (False, lock, h) for a missed deadline."""
+    def _next(self) -> tuple[Lock, Holding] | list[tuple[Lock, Holding]] | None:
+        """A missed deadline (lock, h), or the list of renewals due now."""
         with self._cond:
             while not self._stopped:
                 now = time.monotonic()
                 late = self._deadlines.pop_due(now)
                 if isinstance(late, tuple):
-                    return (False, *late)
-                due = self._schedule.pop_due(now)
-                if isinstance(due, tuple):
-                    self._deadlines.add(due[0], due[1], due[1].expires_at)
-                    return (True, *due)
-                waits = [w for w in (late, due) if w is not None]
+                    return late
+                due: list[tuple[Lock, Holding]] = []
+                # Renewals due within the next few ms go along: one round trip for more.
+                while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
+                    self._deadlines.add(item[0], item[1], item[1].expires_at)
+                    due.append(item)
+                if due:
+                    return due
+                waits = [w for w in (late, item) if w is not None]
                 self._cond.wait(min(waits) if waits else None)
             return None
 
     def _run(self) -> None:
         while (item := self._next()) is not None:
-            renew, lock, h = item
-            if renew:
-                self._workers.submit(self._renew, lock, h)
+            if isinstance(item, list):
+                for group in batches(item, lambda lock: lock._client):
+                    self._workers.submit(self._renew, group)
             else:
                 # The renewal sent for h has not answered and the lease estimate ran out.
+                lock, h = item
                 _, fire = lock._core.renewal_error(
                     h, TimeoutError("no answer to the renewal before the lease ran out")
                 )
                 if fire:  # on a worker: a slow callback must not hold up the scheduler
                     self._workers.submit(_notify_lost, lock, h)
-            del lock, item
+            del item
 
-    def _renew(self, lock: Lock, h: Holding) -> None:
-        """One renewal, on a worker thread."""
-        core = lock._core
+    def _renew(self, group: list[tuple[Lock, Holding]]) -> None:
+        """Renewals of locks sharing one client, on a worker thread: one pipelined round
+        trip for all of them."""
+        client = group[0][0]._client
+        flows = [lock._core.renew_flow(h) for lock, h in group]
+        results: list[tuple[float | None, bool] | BaseException | None]
         try:
-            due, fire = run(lock._client, core.renew_flow(h))
-        except Exception:  # a bug; keep serving the other locks
-            log.exception("renewing lock %r failed unexpectedly", core.name)
-            due, fire = None, False
-        with self._cond:
-            self._deadlines.discard(h)
-        if fire:
-            _notify_lost(lock, h)
-        if due is not None:
-            self.schedule(lock, h, due)
+            if len(flows) == 1 or not isinstance(client, redis.Redis):
+                results = []
+                for flow in flows:
+                    results.append(run(client, flow))
+            else:
+                results = run_many(client, flows)
+        except Exception as exc:  # a bug; keep serving the other locks
+            results = [exc] * len(group)
+        for (lock, h), result in zip(group, results, strict=True):
+            with self._cond:
+                self._deadlines.discard(h)
+            if not isinstance(result, tuple):
+                log.error("renewing lock %r failed unexpectedly: %r", lock._core.name, result)
+                continue
+            due, fire = result
+            if fire:
+                _notify_lost(lock, h)
+            if due is not None:
+                self.schedule(lock, h, due)
 
 
 def _notify_lost(lock: Lock, h: Holding) -> None:

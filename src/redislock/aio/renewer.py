@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 import weakref
 from typing import TYPE_CHECKING
@@ -51,6 +52,7 @@ class AsyncRenewer:
         self._schedule: Schedule[AsyncLock] = Schedule()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._wake_at = -math.inf  # when the sleeping scheduler wakes by itself
 
     def schedule(self, lock: AsyncLock, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
@@ -59,7 +61,7 @@ class AsyncRenewer:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="redislock-renewer"
             )
-        else:
+        elif due < self._wake_at:  # wake the scheduler only if it would sleep past this
             self._wake.set()
 
     def discard(self, h: Holding) -> None:
@@ -80,11 +82,13 @@ class AsyncRenewer:
             if item is None:
                 return
             self._wake.clear()
+            self._wake_at = time.monotonic() + item
             try:
                 async with asyncio.timeout(item):
                     await self._wake.wait()
             except TimeoutError:
                 pass
+            self._wake_at = -math.inf  # awake: no need to be woken
 
     async def _renew(self, group: list[tuple[AsyncLock, Holding]]) -> None:
         # Renewals of locks sharing one client: one pipelined round trip, in a task of its

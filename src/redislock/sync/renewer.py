@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import queue
 import threading
@@ -55,20 +56,29 @@ class Renewer:
         self._deadlines: Schedule[Lock] = Schedule()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._wake_at = -math.inf  # when the sleeping scheduler wakes by itself
         self._workers = _Workers(_MAX_IO_THREADS)
 
     def schedule(self, lock: Lock, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
+        self.schedule_many([(lock, h, due)])
+
+    def schedule_many(self, items: list[tuple[Lock, Holding, float]]) -> None:
+        """Several :meth:`schedule` calls under one lock; wakes the scheduler only if one
+        of them is due before it would wake anyway."""
         with self._cond:
             if self._stopped:
                 return
-            self._schedule.add(lock, h, due)
+            for lock, h, due in items:
+                self._deadlines.discard(h)
+                self._schedule.add(lock, h, due)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="redislock-renewer", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            if min(due for _, _, due in items) < self._wake_at:
+                self._cond.notify()
 
     def discard(self, h: Holding) -> None:
         """Stop renewing ``h``."""
@@ -100,7 +110,10 @@ class Renewer:
                 if due:
                     return due
                 waits = [w for w in (late, item) if w is not None]
-                self._cond.wait(min(waits) if waits else None)
+                wait = min(waits) if waits else None
+                self._wake_at = math.inf if wait is None else now + wait
+                self._cond.wait(wait)
+                self._wake_at = -math.inf  # awake: no need to be notified
             return None
 
     def _run(self) -> None:
@@ -133,17 +146,22 @@ class Renewer:
                 results = run_many(client, flows)
         except Exception as exc:  # a bug; keep serving the other locks
             results = [exc] * len(group)
+        again: list[tuple[Lock, Holding, float]] = []
         for (lock, h), result in zip(group, results, strict=True):
-            with self._cond:
-                self._deadlines.discard(h)
             if not isinstance(result, tuple):
                 log.error("renewing lock %r failed unexpectedly: %r", lock._core.name, result)
-                continue
-            due, fire = result
+                due, fire = None, False
+            else:
+                due, fire = result
             if fire:
                 _notify_lost(lock, h)
-            if due is not None:
-                self.schedule(lock, h, due)
+            if due is None:
+                with self._cond:
+                    self._deadlines.discard(h)
+            else:
+                again.append((lock, h, due))
+        if again:
+            self.schedule_many(again)
 
 
 def _notify_lost(lock: Lock, h: Holding) -> None:

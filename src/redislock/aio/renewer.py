@@ -82,9 +82,10 @@ class AsyncRenewer:
             if item is None:
                 return
             self._wake.clear()
-            self._wake_at = time.monotonic() + item
+            wait = item + COALESCE  # until the earliest is due (pop_due measured from now + C)
+            self._wake_at = time.monotonic() + wait
             try:
-                async with asyncio.timeout(item):
+                async with asyncio.timeout(wait):
                     await self._wake.wait()
             except TimeoutError:
                 pass

@@ -109,7 +109,10 @@ class Renewer:
                     due.append(item)
                 if due:
                     return due
-                waits = [w for w in (late, item) if w is not None]
+                # Sleep until the earliest renewal is due (pop_due measured from now + COALESCE).
+                waits = [
+                    w for w in (late, None if item is None else item + COALESCE) if w is not None
+                ]
                 wait = min(waits) if waits else None
                 self._wake_at = math.inf if wait is None else now + wait
                 self._cond.wait(wait)

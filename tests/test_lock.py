@@ -306,8 +306,9 @@ def test_max_lease_caps_a_hung_holder(flavor: Flavor) -> None:
     start = time.monotonic()
     assert fired.wait(4.0)
     assert 1.1 <= time.monotonic() - start <= 2.2
-    assert flavor.admin.exists(lock.key) == 0
     assert lock.lost
+    # Reported lost no later than the key expires (the local estimate runs out first).
+    wait_for(lambda: flavor.admin.exists(lock.key) == 0, timeout=0.3)
 
 
 def test_detach_and_adopt_hand_off(flavor: Flavor) -> None:

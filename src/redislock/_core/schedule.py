@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from redislock._core.lock import Holding
+from redislock._core.lock import COALESCE, Holding
 
 __all__ = ["BATCH", "COALESCE", "Schedule", "batches"]
 
@@ -68,9 +68,6 @@ class Schedule(Generic[L]):
         self._pending.clear()
         return None
 
-
-COALESCE = 0.05
-"""Seconds: renewals due this soon are sent with the ones due now (early is harmless)."""
 
 BATCH = 256
 """Renewals sent in one pipelined round trip at most."""

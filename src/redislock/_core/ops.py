@@ -145,9 +145,22 @@ class Batch(Generic[T]):
         """The operations to send in this step, one per unfinished flow."""
         return [op for _, _, op in self.pending]
 
+    def queue(self, pipe: Any) -> list[Op]:
+        """Queue this step's operations on a redis-py pipeline (sync or asyncio: queuing
+        does no I/O); returns them in order."""
+        ops = self.ops()
+        for op in ops:
+            if isinstance(op, Eval):
+                pipe.evalsha(op.script.sha, len(op.keys), *op.keys, *op.args)
+            elif isinstance(op, Call):
+                pipe.execute_command(*op.args)
+        return ops
+
     def feed(self, replies: list[object]) -> None:
-        """Hand each flow its reply (an exception is thrown into it) and collect the next
-        operations."""
+        """Hand each flow its reply (an exception is thrown into it, unwrapped as the single
+        drivers do) and collect the next operations."""
         pending, self.pending = self.pending, []
         for (i, flow, _), reply in zip(pending, replies, strict=True):
+            if type(reply) is ResponseError:
+                reply = script_error(reply) or reply
             self._advance(i, flow, reply)

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from redislock._core.ops import Batch, BlockPop, Call, Eval, Flow, Op, script_error
+from redislock._core.ops import Batch, BlockPop, Eval, Flow, Op, script_error
 
 __all__ = ["run", "run_many"]
 
@@ -54,30 +54,17 @@ async def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException 
     each flow's result, or the exception it ended with."""
     batch = Batch(flows)
     while batch.pending:
-        ops = batch.ops()
         pipe = client.pipeline(transaction=False)
-        for op in ops:
-            if isinstance(op, Eval):
-                pipe.evalsha(op.script.sha, len(op.keys), *op.keys, *op.args)
-            elif isinstance(op, Call):
-                pipe.execute_command(*op.args)
+        ops = batch.queue(pipe)
         try:
             replies: list[object] = await pipe.execute(raise_on_error=False)
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
-        batch.feed(
-            [await _settle(client, op, reply) for op, reply in zip(ops, replies, strict=True)]
-        )
+        for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):
+            if isinstance(reply, NoScriptError):  # EVAL it alone; that loads the script
+                try:
+                    replies[k] = await _execute(client, op)
+                except Exception as exc:
+                    replies[k] = exc
+        batch.feed(replies)
     return batch.results
-
-
-async def _settle(client: Any, op: Op, reply: object) -> object:
-    """A pipelined reply as :func:`_execute` would have returned or raised it."""
-    if isinstance(reply, NoScriptError):
-        try:
-            return await _execute(client, op)  # EVAL loads the script for the next batch
-        except Exception as exc:
-            return exc
-    if isinstance(reply, ResponseError):
-        return script_error(reply) or reply
-    return reply

@@ -571,3 +571,20 @@ def test_error_attributes_and_messages() -> None:
     lost = LockLostError("job", "the lease expired")
     assert (lost.name, lost.reason) == ("job", "the lease expired")
     assert "the lease expired" in str(lost)
+
+
+def test_batches_group_by_client_and_split_clients_that_cannot_pipeline() -> None:
+    from redislock._core.schedule import BATCH, batches
+
+    class L:
+        def __init__(self, client: object) -> None:
+            self.client = client
+
+    piped, single = object(), object()
+    due = [(L(piped), holding()) for _ in range(BATCH + 3)]
+    due += [(L(single), holding()) for _ in range(3)]
+    groups = batches(due, lambda lock: lock.client, lambda client: client is piped)
+    sizes = sorted(len(g) for g in groups)
+    assert sizes == [1, 1, 1, 3, BATCH]
+    for g in groups:
+        assert len({id(lock.client) for lock, _ in g}) == 1

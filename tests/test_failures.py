@@ -316,3 +316,21 @@ def test_stalls_shorter_than_the_margin_are_not_a_loss(flavor: str, spawn_server
 
         asyncio.run(go())
     admin.close()
+
+
+def test_renewal_retries_back_off_while_redis_is_down(spawn_server: Spawn) -> None:
+    """Failed renewals are retried after a back-off, not in a tight loop."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    server = spawn_server()
+    client = redis.Redis(**server.client_kwargs(), retry=Retry(NoBackoff(), 0))
+    lock = Lock(client, "down", watchdog_lease=0.6)
+    assert lock.acquire()
+    time.sleep(0.25)
+    server.stop()
+    time.sleep(0.8)
+    failures = lock.statistics().renewal_failures
+    assert 1 <= failures <= 10
+    assert lock.lost
+    client.close()

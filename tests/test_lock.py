@@ -435,3 +435,45 @@ def test_many_watchdog_leases_survive_script_flushes(flavor: Flavor) -> None:
     assert all(lock.statistics().renewals >= 4 for lock in locks)
     for lock in locks:
         lock.release()
+
+
+def test_max_lease_loss_is_reported_before_the_lease_ends(flavor: Flavor) -> None:
+    """The last renewal under max_lease sets a TTL shorter than the interval: the loss must
+    be reported by that TTL's end, before another client can take the lock."""
+    fired: list[float] = []
+    lock = flavor.lock(
+        "cap-early",
+        watchdog_lease=3.0,
+        renew_interval=1.5,
+        max_lease=3.2,
+        on_lost=lambda _: fired.append(time.monotonic()),
+    )
+    start = time.monotonic()
+    assert lock.acquire()
+    other = flavor.lock("cap-early", ttl=5)
+    assert other.acquire(timeout=6)
+    got_it = time.monotonic()
+    assert fired, "the loss was not reported before another client acquired"
+    assert fired[0] <= got_it
+    assert fired[0] - start <= 3.2 + 0.1
+    other.release()
+
+
+def test_a_capped_lock_in_a_batch_does_not_hide_its_loss(flavor: Flavor) -> None:
+    """A max_lease lock renewed in the same batch as healthy ones: its loss fires once and
+    the others keep their leases."""
+    fired: list[str] = []
+    capped = flavor.lock(
+        "cap-batch", watchdog_lease=0.6, max_lease=1.0, on_lost=lambda _: fired.append("cap")
+    )
+    others = [flavor.lock(f"batch{i}", watchdog_lease=0.6) for i in range(5)]
+    assert capped.acquire()
+    for lock in others:
+        assert lock.acquire()
+    time.sleep(2.0)
+    assert fired == ["cap"]
+    assert capped.lost
+    assert not any(lock.lost for lock in others)
+    assert all(lock.owned() for lock in others)
+    for lock in others:
+        lock.release()

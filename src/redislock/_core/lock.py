@@ -517,7 +517,7 @@ class LockCore:
         if self.max_lease is None:
             return self.lease
         left = h.acquired_at + self.max_lease - now
-        if left < 0.001:
+        if left < COALESCE + 0.001:  # the schedule may run us this early: stop here
             return None
         return min(self.lease, left)
 
@@ -532,9 +532,9 @@ class LockCore:
         now = time.monotonic()
         seconds = self.renewal_seconds(h, now)
         if seconds is None:
-            # The schedule may run this up to COALESCE early; reporting the loss that much
-            # early is the safe side, and rescheduling would only spin.
-            if now < h.expires_at - COALESCE:
+            # The schedule runs this up to COALESCE before the lease end it was scheduled
+            # for; reporting the loss that early is the safe side, rescheduling would spin.
+            if now < h.expires_at - 2 * COALESCE:
                 return h.expires_at, False
             return None, self.mark_lost(h, "max_lease reached; the lease was left to expire")
         sent = time.monotonic()
@@ -548,7 +548,8 @@ class LockCore:
         self.counters.renewals += 1
         # One interval after this renewal was SENT, so a slow reply does not eat into the
         # safety margin a second time.
-        return sent + self.renew_interval, False
+        # (Never later than the lease end: a TTL capped by max_lease may end sooner.)
+        return min(sent + self.renew_interval, h.expires_at), False
 
     def renewal_error(self, h: Holding, error: BaseException) -> tuple[float | None, bool]:
         """After a renewal that failed with ``error``: as :meth:`renew_flow` returns.
@@ -562,7 +563,9 @@ class LockCore:
             return None, self.mark_lost(
                 h, f"could not renew before the lease ran out: {type(error).__name__}: {error}"
             )
-        return min(h.expires_at, now + max(0.05, min(self.renew_interval / 4.0, 1.0))), False
+        # The floor exceeds COALESCE, or the schedule would take the retry at once.
+        backoff = max(COALESCE + 0.05, min(self.renew_interval / 4.0, 1.0))
+        return min(h.expires_at, now + backoff), False
 
 
 def _why(status: str) -> str:

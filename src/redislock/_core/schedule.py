@@ -74,10 +74,17 @@ BATCH = 256
 
 
 def batches(
-    due: list[tuple[L, Holding]], key: Callable[[L], object]
+    due: list[tuple[L, Holding]], key: Callable[[L], object], pipelines: Callable[[object], bool]
 ) -> list[list[tuple[L, Holding]]]:
-    """Due renewals grouped by ``key(lock)`` (their client), at most :data:`BATCH` a group."""
-    groups: dict[int, list[tuple[L, Holding]]] = {}
+    """Due renewals grouped by client ``key(lock)``: at most :data:`BATCH` a group for a
+    client that ``pipelines``, one a group for any other (so nobody waits behind a node
+    that hangs)."""
+    groups: dict[int, tuple[object, list[tuple[L, Holding]]]] = {}
     for item in due:
-        groups.setdefault(id(key(item[0])), []).append(item)
-    return [g[k : k + BATCH] for g in groups.values() for k in range(0, len(g), BATCH)]
+        client = key(item[0])
+        groups.setdefault(id(client), (client, []))[1].append(item)
+    out: list[list[tuple[L, Holding]]] = []
+    for client, group in groups.values():
+        size = BATCH if pipelines(client) else 1
+        out.extend(group[k : k + size] for k in range(0, len(group), size))
+    return out

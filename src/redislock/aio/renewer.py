@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import redis.asyncio
 
 from redislock._core.lock import Holding
+from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, Schedule, batches
-from redislock.aio._driver import run, run_many
+from redislock.aio._driver import run_batch
 
 if TYPE_CHECKING:
     from redislock.aio.lock import AsyncLock
@@ -76,9 +77,11 @@ class AsyncRenewer:
             # Renewals due within the next few ms go along: one round trip for more.
             while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
                 due.append(item)
-            for group in batches(due, lambda lock: lock._client):
-                keep(asyncio.ensure_future(self._renew(group)))
-            del due
+            if due:
+                for group in batches(due, _client_of, _pipelines):
+                    keep(asyncio.ensure_future(self._renew(group)))
+                del due
+                continue  # look again: an eager task may have rescheduled already
             if item is None:
                 return
             self._wake.clear()
@@ -94,22 +97,23 @@ class AsyncRenewer:
     async def _renew(self, group: list[tuple[AsyncLock, Holding]]) -> None:
         # Renewals of locks sharing one client: one pipelined round trip, in a task of its
         # own so a slow Redis delays nobody else, bounded by the end of the earliest local
-        # lease estimate, after which the leases count as lost.
-        client = group[0][0]._client
-        flows = [lock._core.renew_flow(h) for lock, h in group]
-        limit = max(0.001, min(h.expires_at for _, h in group) - time.monotonic())
-        results: list[tuple[float | None, bool] | BaseException | None]
-        try:
-            async with asyncio.timeout(limit):
-                if len(flows) == 1 or not isinstance(client, redis.asyncio.Redis):
-                    results = [await run(client, flow) for flow in flows]
-                else:
-                    results = await run_many(client, flows)
-        except TimeoutError:
-            error = TimeoutError("no answer to the renewal before the lease ran out")
-            results = [lock._core.renewal_error(h, error) for lock, h in group]
-        except Exception as exc:  # a bug; keep serving the other locks
-            results = [exc] * len(group)
+        # lease estimate among those that need I/O, after which they count as lost.
+        batch = Batch([lock._core.renew_flow(h) for lock, h in group])  # steps without I/O
+        waiting = [i for i, _, _ in batch.pending]
+        if waiting:
+            limit = max(0.001, min(group[i][1].expires_at for i in waiting) - time.monotonic())
+            try:
+                async with asyncio.timeout(limit):
+                    await run_batch(group[0][0]._client, batch)
+            except TimeoutError:
+                error = TimeoutError("no answer to the renewal before the lease ran out")
+                for i in waiting:
+                    if batch.results[i] is None:
+                        lock, h = group[i]
+                        batch.results[i] = lock._core.renewal_error(h, error)
+            except Exception as exc:  # a bug; keep serving the other locks
+                batch.results = [exc if r is None else r for r in batch.results]
+        results = batch.results
         for (lock, h), result in zip(group, results, strict=True):
             core = lock._core
             if not isinstance(result, tuple):
@@ -127,6 +131,15 @@ class AsyncRenewer:
                         log.exception("on_lost callback of lock %r raised", core.name)
             if due is not None:
                 self.schedule(lock, h, due)
+
+
+def _client_of(lock: AsyncLock) -> object:
+    return lock._client
+
+
+def _pipelines(client: object) -> bool:
+    # A RedisCluster pipeline may span nodes; one hung node must not hold up the others.
+    return isinstance(client, redis.asyncio.Redis)
 
 
 _renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRenewer] = (

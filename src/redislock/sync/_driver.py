@@ -9,7 +9,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Batch, BlockPop, Eval, Flow, Op, script_error
 
-__all__ = ["run", "run_many"]
+__all__ = ["run", "run_batch", "run_many"]
 
 T = TypeVar("T")
 
@@ -50,14 +50,29 @@ def run(client: Any, flow: Flow[T]) -> T:
 
 
 def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException | None]:
-    """Drive non-blocking ``flows`` together, one pipelined round trip per step; returns
-    each flow's result, or the exception it ended with."""
+    """Drive non-blocking ``flows`` together; returns each flow's result, or the exception
+    it ended with."""
     batch = Batch(flows)
+    run_batch(client, batch)
+    return batch.results
+
+
+def run_batch(client: Any, batch: Batch[Any]) -> None:
+    """Drive ``batch`` to its end: one pipelined round trip per step (a single operation
+    goes alone, so clients that cannot pipeline work too)."""
     while batch.pending:
+        ops = batch.ops()
+        if len(ops) == 1:
+            try:
+                replies: list[object] = [_execute(client, ops[0])]
+            except Exception as exc:
+                replies = [exc]
+            batch.feed(replies)
+            continue
         pipe = client.pipeline(transaction=False)
-        ops = batch.queue(pipe)
+        batch.queue(pipe)
         try:
-            replies: list[object] = pipe.execute(raise_on_error=False)
+            replies = pipe.execute(raise_on_error=False)
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):
@@ -67,4 +82,3 @@ def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException | None
                 except Exception as exc:
                     replies[k] = exc
         batch.feed(replies)
-    return batch.results

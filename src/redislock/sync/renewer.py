@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from redislock._core.lock import Holding
+from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, Schedule, batches
-from redislock.sync._driver import run, run_many
+from redislock.sync._driver import run_batch
 
 if TYPE_CHECKING:
     from redislock.sync.lock import Lock
@@ -122,7 +123,7 @@ class Renewer:
     def _run(self) -> None:
         while (item := self._next()) is not None:
             if isinstance(item, list):
-                for group in batches(item, lambda lock: lock._client):
+                for group in batches(item, _client_of, _pipelines):
                     self._workers.submit(self._renew, group)
             else:
                 # The renewal sent for h has not answered and the lease estimate ran out.
@@ -137,18 +138,12 @@ class Renewer:
     def _renew(self, group: list[tuple[Lock, Holding]]) -> None:
         """Renewals of locks sharing one client, on a worker thread: one pipelined round
         trip for all of them."""
-        client = group[0][0]._client
-        flows = [lock._core.renew_flow(h) for lock, h in group]
-        results: list[tuple[float | None, bool] | BaseException | None]
+        batch = Batch([lock._core.renew_flow(h) for lock, h in group])
         try:
-            if len(flows) == 1 or not isinstance(client, redis.Redis):
-                results = []
-                for flow in flows:
-                    results.append(run(client, flow))
-            else:
-                results = run_many(client, flows)
+            run_batch(group[0][0]._client, batch)
         except Exception as exc:  # a bug; keep serving the other locks
-            results = [exc] * len(group)
+            batch.results = [exc if r is None else r for r in batch.results]
+        results = batch.results
         again: list[tuple[Lock, Holding, float]] = []
         for (lock, h), result in zip(group, results, strict=True):
             if not isinstance(result, tuple):
@@ -165,6 +160,15 @@ class Renewer:
                 again.append((lock, h, due))
         if again:
             self.schedule_many(again)
+
+
+def _client_of(lock: Lock) -> object:
+    return lock._client
+
+
+def _pipelines(client: object) -> bool:
+    # A RedisCluster pipeline may span nodes; one hung node must not hold up the others.
+    return isinstance(client, redis.Redis)
 
 
 def _notify_lost(lock: Lock, h: Holding) -> None:

@@ -1,47 +1,99 @@
 # SPDX-License-Identifier: MIT
 """redislock: distributed locks on Redis with leases, fencing tokens and loss detection.
 
-Public surface: :class:`Lock` (sync) and :class:`AsyncLock` (asyncio), their statistics
-snapshot, and the exception tree of :mod:`redislock.errors`.
+Public surface, each kind in a sync and an asyncio flavour with the same API:
+:class:`Lock` / :class:`AsyncLock` (mutex), :class:`RLock` / :class:`AsyncRLock`
+(reentrant per thread / task), :class:`ReadWriteLock` / :class:`AsyncReadWriteLock`,
+:class:`FairLock` / :class:`AsyncFairLock` (FIFO hand-off), :class:`Semaphore` /
+:class:`AsyncSemaphore` (permits with leases); the statistics snapshot, and the exception
+tree of :mod:`redislock.errors`.
 """
 
 from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._version import __version__ as __version__
+from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
+from redislock.aio.rlock import AsyncReadLock as AsyncReadLock
+from redislock.aio.rlock import AsyncReadWriteLock as AsyncReadWriteLock
+from redislock.aio.rlock import AsyncRLock as AsyncRLock
+from redislock.aio.rlock import AsyncWriteLock as AsyncWriteLock
+from redislock.aio.semaphore import AsyncPermit as AsyncPermit
+from redislock.aio.semaphore import AsyncSemaphore as AsyncSemaphore
 from redislock.errors import AcquireTimeoutError as AcquireTimeoutError
 from redislock.errors import LockConfigError as LockConfigError
 from redislock.errors import LockLostError as LockLostError
+from redislock.errors import LockUpgradeError as LockUpgradeError
 from redislock.errors import LockUsageError as LockUsageError
 from redislock.errors import NotOwnedError as NotOwnedError
+from redislock.errors import QueueFullError as QueueFullError
 from redislock.errors import RedisLockError as RedisLockError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
+from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
+from redislock.sync.rlock import ReadLock as ReadLock
+from redislock.sync.rlock import ReadWriteLock as ReadWriteLock
+from redislock.sync.rlock import RLock as RLock
+from redislock.sync.rlock import WriteLock as WriteLock
+from redislock.sync.semaphore import Permit as Permit
+from redislock.sync.semaphore import Semaphore as Semaphore
 
 __all__ = [
     "AcquireTimeoutError",
+    "AsyncFairLock",
     "AsyncLock",
+    "AsyncPermit",
+    "AsyncRLock",
+    "AsyncReadLock",
+    "AsyncReadWriteLock",
+    "AsyncSemaphore",
+    "AsyncWriteLock",
+    "FairLock",
     "Lock",
     "LockConfigError",
     "LockLostError",
     "LockStatistics",
+    "LockUpgradeError",
     "LockUsageError",
     "NotOwnedError",
+    "Permit",
+    "QueueFullError",
+    "RLock",
+    "ReadLock",
+    "ReadWriteLock",
     "RedisLockError",
+    "Semaphore",
     "UnexpectedReplyError",
+    "WriteLock",
     "__version__",
 ]
 
 for _obj in (
     AcquireTimeoutError,
+    AsyncFairLock,
     AsyncLock,
+    AsyncPermit,
+    AsyncRLock,
+    AsyncReadLock,
+    AsyncReadWriteLock,
+    AsyncSemaphore,
+    AsyncWriteLock,
+    FairLock,
     Lock,
     LockConfigError,
     LockLostError,
     LockStatistics,
+    LockUpgradeError,
     LockUsageError,
     NotOwnedError,
+    Permit,
+    QueueFullError,
+    RLock,
+    ReadLock,
+    ReadWriteLock,
     RedisLockError,
+    Semaphore,
     UnexpectedReplyError,
+    WriteLock,
 ):
     _obj.__module__ = "redislock"
 del _obj

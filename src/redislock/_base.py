@@ -4,8 +4,9 @@ construction, local properties, ``detach()``, ``statistics()`` and ``repr``."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import (
@@ -17,7 +18,7 @@ from redislock._core.lock import (
 )
 from redislock.errors import LockConfigError
 
-__all__ = ["LockBase"]
+__all__ = ["LockBase", "Renewable", "Unit"]
 
 
 def _socket_timeout(client: Any) -> float | None:
@@ -28,6 +29,32 @@ def _socket_timeout(client: Any) -> float | None:
             value = kwargs.get("socket_timeout")
             return float(value) if isinstance(value, int | float) else None
     return None
+
+
+class Renewable(Protocol):
+    """What the watchdogs need of a lock object: its client, its core, and what to pass
+    to ``on_lost``."""
+
+    _client: Any
+    _core: LockCore
+
+    def _subject(self) -> object: ...
+
+
+class Unit:
+    """One owner's hold of a shared lock object (a thread's or a task's hold of an RLock,
+    one permit): what the watchdog renews. ``on_lost`` receives the public object."""
+
+    __slots__ = ("__weakref__", "_client", "_core", "_ref")
+
+    def __init__(self, client: Any, core: LockCore, subject: object) -> None:
+        self._client = client
+        self._core = core
+        self._ref = weakref.ref(subject)
+
+    def _subject(self) -> object:
+        subject = self._ref()
+        return self if subject is None else subject
 
 
 class LockBase:
@@ -88,20 +115,20 @@ class LockBase:
         protected resource and have it reject writes with a token not greater than the last
         one it accepted (Kleppmann, "How to do distributed locking", 2016).
         """
-        h = self._core.current()
+        h = self._mine().current()
         return None if h is None else h.fence
 
     @property
     def lost(self) -> bool:
         """True if the latest acquisition was lost: expired, taken over, unrenewable, or
         past its local lease estimate (a fixed ``ttl`` that ran out without ``extend()``)."""
-        return self._core.is_lost()
+        return self._mine().is_lost()
 
     @property
     def token(self) -> str | None:
         """The owner token of the current hold, or None. A secret: whoever has it can release
         the lock. Hand it to :meth:`adopt` in another process after :meth:`detach`."""
-        h = self._core.current()
+        h = self._mine().current()
         return None if h is None else h.token
 
     def detach(self) -> str:
@@ -114,17 +141,29 @@ class LockBase:
             NotOwnedError: this object holds nothing.
             LockLostError: the lease was already lost.
         """
-        h = self._core.require_holding()
+        core = self._mine()
+        h = core.require_holding()
         h.closing = True
-        self._core.holding = None
+        core.holding = None
+        self._forget()
         return h.token
 
     def statistics(self) -> LockStatistics:
         """A local, I/O-free snapshot (counters since construction and the current hold)."""
-        return self._core.statistics()
+        return self._mine().statistics()
+
+    def _subject(self) -> object:
+        return self
+
+    def _mine(self) -> LockCore:
+        """The core of the calling owner (reentrant kinds keep one per thread or task)."""
+        return self._core
+
+    def _forget(self) -> None:
+        """Drop the calling owner's state after its hold ended (reentrant kinds)."""
 
     def __repr__(self) -> str:
-        h = self._core.current()
+        h = self._mine().current()
         if h is None:
             state = "unlocked"
         else:

@@ -9,6 +9,8 @@
     ├── NotOwnedError                       release/extend of a lock this object does not hold
     │   └── LockLostError                   the lease ran out or was taken while we held it
     ├── LockUsageError (RuntimeError)       lifecycle misuse, e.g. acquire while held
+    │   └── LockUpgradeError                read -> write upgrade (would deadlock)
+    ├── QueueFullError                      a FairLock's waiter queue is at its bound
     └── UnexpectedReplyError                a reply or key state this version does not know
 
 Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
@@ -22,8 +24,10 @@ __all__ = [
     "AcquireTimeoutError",
     "LockConfigError",
     "LockLostError",
+    "LockUpgradeError",
     "LockUsageError",
     "NotOwnedError",
+    "QueueFullError",
     "RedisLockError",
     "UnexpectedReplyError",
 ]
@@ -89,6 +93,32 @@ class LockUsageError(RedisLockError, RuntimeError):
     For example acquiring a ``Lock`` object that already holds the lock (it is not
     reentrant), or using in a forked child a lock acquired by the parent.
     """
+
+
+class LockUpgradeError(LockUsageError):
+    """A holder of a read lock asked for the write lock of the same ReadWriteLock.
+
+    Raised at once, before any I/O: two readers upgrading at the same time would each wait
+    for the other forever. Release the read hold first, or take the write lock from the
+    start (a writer may take a read hold and then release the write: a downgrade).
+    """
+
+
+class QueueFullError(RedisLockError):
+    """A FairLock's waiter queue already holds its maximum number of waiters.
+
+    Attributes:
+        name: the lock name.
+        length: the queue length Redis reported.
+    """
+
+    def __init__(self, name: str, length: int) -> None:
+        super().__init__(f"the waiter queue of lock {name!r} is full ({length} waiters)")
+        self.name = name
+        self.length = length
+
+    def __reduce__(self) -> tuple[type[QueueFullError], tuple[str, int]]:
+        return (type(self), (self.name, self.length))
 
 
 class UnexpectedReplyError(RedisLockError):

@@ -17,9 +17,10 @@ the text between the ``{`` after the prefix and the first ``}`` after it: the sa
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_PREFIX", "LockKeys"]
+__all__ = ["DEFAULT_PREFIX", "FairKeys", "HoldKeys", "LockKeys"]
 
 DEFAULT_PREFIX = "redislock:"
 
@@ -44,3 +45,71 @@ class LockKeys(NamedTuple):
         if key.startswith(prefix + "{") and key.endswith("}"):
             return key[len(prefix) + 1 : -1]
         return None
+
+
+class HoldKeys(NamedTuple):
+    """The Redis keys of a hash-based lock (RLock, ReadWriteLock, Semaphore); see hold.lua.
+
+    ``P{N}`` is a hash of holds (not a string as for :class:`LockKeys`), so a name used by
+    a Lock and by one of these gets a WRONGTYPE error instead of a silent double grant.
+    """
+
+    lock: str
+    fence: str
+    wait: str
+    wake: str
+    rwait: str
+    rwake: str
+    permits: str
+
+    @classmethod
+    def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> HoldKeys:
+        """Keys for ``name`` (already validated) under ``prefix``."""
+        return cls.of(f"{prefix}{{{name}}}")
+
+    @classmethod
+    def of(cls, base: str) -> HoldKeys:
+        """Keys whose hash is ``base`` (a lock key ``<prefix>{<name>}``)."""
+        return cls(
+            lock=base,
+            fence=base + ":fence",
+            wait=base + ":wait",
+            wake=base + ":wake",
+            rwait=base + ":rwait",
+            rwake=base + ":rwake",
+            permits=base + ":permits",
+        )
+
+
+class FairKeys(NamedTuple):
+    """The Redis keys of a FairLock; see fair.lua. ``lock`` and ``fence`` are as for Lock."""
+
+    lock: str
+    fence: str
+    queue: str
+    leases: str
+    info: str
+    grant_prefix: str
+
+    @classmethod
+    def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> FairKeys:
+        """Keys for ``name`` (already validated) under ``prefix``."""
+        return cls.of(f"{prefix}{{{name}}}")
+
+    @classmethod
+    def of(cls, base: str) -> FairKeys:
+        """Keys whose lock key is ``base`` (``<prefix>{<name>}``)."""
+        return cls(
+            lock=base,
+            fence=base + ":fence",
+            queue=base + ":queue",
+            leases=base + ":qleases",
+            info=base + ":qinfo",
+            grant_prefix=base + ":grant:",
+        )
+
+    def grant(self, token: str) -> str:
+        """The list a waiter with ``token`` BLPOPs for its grant (as fair.lua computes it)."""
+        return (
+            self.grant_prefix + hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
+        )

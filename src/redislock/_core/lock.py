@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Self, TypeAlias
 
 from redislock._core import validate
 from redislock._core.keys import LockKeys
@@ -40,8 +40,10 @@ __all__ = [
     "Holding",
     "LockCore",
     "LockStatistics",
+    "holder_meta",
     "new_token",
     "token_tag",
+    "why",
 ]
 
 DEFAULT_WATCHDOG_LEASE: Final = 30.0
@@ -75,7 +77,7 @@ def token_tag(token: str) -> str:
 _meta_prefix: tuple[int, str] = (0, "")
 
 
-def _meta() -> str:
+def holder_meta() -> str:
     """Holder metadata ``<host>|<pid>|<acquired_unix_ms>`` (the pid part cached per process)."""
     global _meta_prefix
     pid = os.getpid()
@@ -99,6 +101,8 @@ class Holding:
     """Set before a release is sent, so a renewal racing it does not report a loss."""
     lost: bool = False
     lost_reason: str = ""
+    count: int = 1
+    """Hold count of a reentrant hold (RLock, ReadWriteLock); 1 for the others."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +239,10 @@ class LockCore:
         prefix: Any,
         on_lost: Any,
         socket_timeout: float | None,
-    ) -> LockCore:
-        """Validate every argument (raises :class:`LockConfigError`) and build the core."""
+        **extra: Any,
+    ) -> Self:
+        """Validate every argument (raises :class:`LockConfigError`) and build the core;
+        ``extra`` holds a subclass's own (already validated) fields."""
         name = validate.check_name(name)
         prefix = validate.check_prefix(prefix)
         if on_lost is not None and not callable(on_lost):
@@ -246,7 +252,7 @@ class LockCore:
             s = _settings(*timing, socket_timeout)
         except TypeError:  # an unhashable argument: validate it uncached (and reject it)
             s = _settings.__wrapped__(*timing, socket_timeout)
-        return cls(name, LockKeys.for_name(name, prefix), *s, on_lost=on_lost)
+        return cls(name, LockKeys.for_name(name, prefix), *s, on_lost=on_lost, **extra)
 
     # ------------------------------------------------------------------ state
 
@@ -351,7 +357,7 @@ class LockCore:
         deadline = None if wait is None else start + wait
         lease_ms = self.lease_ms
         marker_ms = self.marker_ms if blocking and wait != 0 else 0
-        meta = _meta()
+        meta = holder_meta()
         try:
             while True:
                 sent = time.monotonic()
@@ -423,7 +429,7 @@ class LockCore:
             raise LockLostError(self.name, h.lost_reason)
         if status != "ok":
             self.last_lost = True
-            raise LockLostError(self.name, _why(status))
+            raise LockLostError(self.name, why(status))
 
     def release_failed(self, h: Holding) -> bool:
         """After a release that got no reply: the object keeps the hold (it may still be
@@ -464,9 +470,9 @@ class LockCore:
         status, ttl = yield from self._extend_step(h, seconds, mode)
         if status == "ok":
             return ttl
-        if not self.mark_lost(h, _why(status)) and h.closing:
+        if not self.mark_lost(h, why(status)) and h.closing:
             raise NotOwnedError(self.name, "it was released while being extended")
-        raise LockLostError(self.name, _why(status))
+        raise LockLostError(self.name, why(status))
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
         """Ask Redis what ``token`` holds: (status, ttl seconds, fencing token)."""
@@ -484,7 +490,7 @@ class LockCore:
         sent = time.monotonic()
         status, ttl, fence = yield from self.status_flow(token)
         if status != "ok":
-            raise NotOwnedError(self.name, f"no hold with that token ({_why(status)})")
+            raise NotOwnedError(self.name, f"no hold with that token ({why(status)})")
         self.holding = Holding(
             token=token, fence=fence, pid=os.getpid(), acquired_at=sent, expires_at=sent + ttl
         )
@@ -544,7 +550,7 @@ class LockCore:
             return self.renewal_error(h, exc)
         if status != "ok":
             self.counters.renewal_failures += 1
-            return None, self.mark_lost(h, _why(status))
+            return None, self.mark_lost(h, why(status))
         self.counters.renewals += 1
         # One interval after this renewal was SENT, so a slow reply does not eat into the
         # safety margin a second time.
@@ -568,7 +574,7 @@ class LockCore:
         return min(h.expires_at, now + backoff), False
 
 
-def _why(status: str) -> str:
+def why(status: str) -> str:
     if status == "gone":
         return "the lease expired or the key was deleted"
     return "another holder has the lock"

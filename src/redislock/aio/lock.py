@@ -3,29 +3,26 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from types import TracebackType
-from typing import final
+from typing import Self
 
 import redis.asyncio
 import redis.asyncio.cluster
 
 from redislock._base import LockBase
 from redislock._core import validate
-from redislock._core.lock import Holding
+from redislock.aio import _safe
 from redislock.aio._driver import run
-from redislock.aio.renewer import keep, renewer
-from redislock.errors import AcquireTimeoutError, NotOwnedError
+from redislock.aio.renewer import renewer
+from redislock.errors import AcquireTimeoutError
 
 __all__ = ["AsyncLock"]
 
 log = logging.getLogger(__name__)
 
 
-@final
 class AsyncLock(LockBase):
     """A distributed mutex for asyncio; the same API as :class:`Lock`, with ``await``.
 
@@ -69,24 +66,7 @@ class AsyncLock(LockBase):
         """
         core = self._core
         wait = core.check_acquire_args(blocking, timeout)
-        flow = core.acquire_flow(wait, blocking)
-        try:
-            ok = await run(self._client, flow)
-        except asyncio.CancelledError:
-            token = core.pending_token
-            flow.close()
-            if token is not None:
-                # The script may have run before the cancellation reached us.
-                cleanup = asyncio.ensure_future(run(self._client, core.abandon_flow(token)))
-                keep(cleanup)
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(cleanup)
-            raise
-        if ok and core.watchdog:
-            h = core.holding
-            assert h is not None
-            renewer().schedule(self, h, h.acquired_at + core.renew_interval)
-        return ok
+        return await _safe.acquire(self, core, core.acquire_flow(wait, blocking))
 
     async def release(self) -> None:
         """Release the lock if this object still holds it. See :meth:`Lock.release`.
@@ -99,35 +79,7 @@ class AsyncLock(LockBase):
             redis.exceptions.RedisError: Redis failed; the object still holds the lock.
         """
         core = self._core
-        h = core.require_holding(allow_lost=True)
-        h.closing = True
-        if core.watchdog:
-            renewer().discard(h)
-        try:
-            await run(self._client, core.release_flow(h))
-        except asyncio.CancelledError:
-            if core.holding is h:
-                # No reply yet; the script may or may not have run. Compare-and-delete is
-                # idempotent for our token, so finish it in the background: the object
-                # keeps the hold until Redis confirms.
-                keep(asyncio.ensure_future(self._finish_release(h)))
-            raise
-        except Exception:
-            if core.release_failed(h):  # no reply: the lock may still be ours
-                renewer().schedule(self, h, time.monotonic())
-            raise
-
-    async def _finish_release(self, h: Holding) -> None:
-        # Repeats a release whose caller was cancelled before the reply: "gone" then most
-        # likely means the first attempt worked.
-        try:
-            await run(self._client, self._core.release_flow(h, retry=True))
-        except NotOwnedError:
-            pass  # lost before the release: nobody is left to tell
-        except Exception:
-            if self._core.release_failed(h):
-                renewer().schedule(self, h, time.monotonic())
-            raise
+        await _safe.release(self, core, core.require_holding(allow_lost=True))
 
     async def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen the lease of the current hold. See :meth:`Lock.extend`.
@@ -184,7 +136,7 @@ class AsyncLock(LockBase):
         if self._core.watchdog and h is not None:
             renewer().schedule(self, h, time.monotonic())
 
-    async def __aenter__(self) -> AsyncLock:
+    async def __aenter__(self) -> Self:
         start = time.monotonic()
         if not await self.acquire():
             raise AcquireTimeoutError(self.name, time.monotonic() - start)

@@ -25,7 +25,7 @@ from redislock._core.schedule import COALESCE, Schedule, batches
 from redislock.aio._driver import run_batch
 
 if TYPE_CHECKING:
-    from redislock.aio.lock import AsyncLock
+    from redislock._base import Renewable
 
 __all__ = ["AsyncRenewer", "renewer"]
 
@@ -50,12 +50,12 @@ class AsyncRenewer:
     """The watchdog task of one event loop and its schedule."""
 
     def __init__(self) -> None:
-        self._schedule: Schedule[AsyncLock] = Schedule()
+        self._schedule: Schedule[Renewable] = Schedule()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._wake_at = -math.inf  # when the sleeping scheduler wakes by itself
 
-    def schedule(self, lock: AsyncLock, h: Holding, due: float) -> None:
+    def schedule(self, lock: Renewable, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
         self._schedule.add(lock, h, due)
         if self._task is None or self._task.done():
@@ -73,7 +73,7 @@ class AsyncRenewer:
     async def _run(self) -> None:
         while True:
             now = time.monotonic()
-            due: list[tuple[AsyncLock, Holding]] = []
+            due: list[tuple[Renewable, Holding]] = []
             # Renewals due within the next few ms go along: one round trip for more.
             while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
                 due.append(item)
@@ -94,7 +94,7 @@ class AsyncRenewer:
                 pass
             self._wake_at = -math.inf  # awake: no need to be woken
 
-    async def _renew(self, group: list[tuple[AsyncLock, Holding]]) -> None:
+    async def _renew(self, group: list[tuple[Renewable, Holding]]) -> None:
         # Renewals of locks sharing one client: one pipelined round trip, in a task of its
         # own so a slow Redis delays nobody else, bounded by the end of the earliest local
         # lease estimate among those that need I/O, after which they count as lost.
@@ -124,7 +124,7 @@ class AsyncRenewer:
                 log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
                 if core.on_lost is not None:
                     try:
-                        outcome = core.on_lost(lock)
+                        outcome = core.on_lost(lock._subject())
                         if inspect.isawaitable(outcome):
                             keep(asyncio.ensure_future(outcome))
                     except Exception:
@@ -133,7 +133,7 @@ class AsyncRenewer:
                 self.schedule(lock, h, due)
 
 
-def _client_of(lock: AsyncLock) -> object:
+def _client_of(lock: Renewable) -> object:
     return lock._client
 
 

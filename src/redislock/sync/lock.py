@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import final
+from typing import Self
 
 import redis
 import redis.cluster
@@ -19,7 +19,6 @@ from redislock.sync.renewer import renewer
 __all__ = ["Lock"]
 
 
-@final
 class Lock(LockBase):
     """A distributed mutex on one Redis (or one Redis Cluster slot).
 
@@ -174,7 +173,7 @@ class Lock(LockBase):
         if self._core.watchdog and h is not None:
             renewer().schedule(self, h, time.monotonic())
 
-    def __enter__(self) -> Lock:
+    def __enter__(self) -> Self:
         start = time.monotonic()
         if not self.acquire():
             raise AcquireTimeoutError(self.name, time.monotonic() - start)

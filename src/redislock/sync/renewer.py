@@ -29,7 +29,7 @@ from redislock._core.schedule import COALESCE, Schedule, batches
 from redislock.sync._driver import run_batch
 
 if TYPE_CHECKING:
-    from redislock.sync.lock import Lock
+    from redislock._base import Renewable
 
 __all__ = ["Renewer", "renewer"]
 
@@ -53,18 +53,18 @@ class Renewer:
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._schedule: Schedule[Lock] = Schedule()
-        self._deadlines: Schedule[Lock] = Schedule()
+        self._schedule: Schedule[Renewable] = Schedule()
+        self._deadlines: Schedule[Renewable] = Schedule()
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._wake_at = -math.inf  # when the sleeping scheduler wakes by itself
         self._workers = _Workers(_MAX_IO_THREADS)
 
-    def schedule(self, lock: Lock, h: Holding, due: float) -> None:
+    def schedule(self, lock: Renewable, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
         self.schedule_many([(lock, h, due)])
 
-    def schedule_many(self, items: list[tuple[Lock, Holding, float]]) -> None:
+    def schedule_many(self, items: list[tuple[Renewable, Holding, float]]) -> None:
         """Several :meth:`schedule` calls under one lock; wakes the scheduler only if one
         of them is due before it would wake anyway."""
         with self._cond:
@@ -95,7 +95,7 @@ class Renewer:
             self._deadlines.clear()
             self._cond.notify()
 
-    def _next(self) -> tuple[Lock, Holding] | list[tuple[Lock, Holding]] | None:
+    def _next(self) -> tuple[Renewable, Holding] | list[tuple[Renewable, Holding]] | None:
         """A missed deadline (lock, h), or the list of renewals due now."""
         with self._cond:
             while not self._stopped:
@@ -103,7 +103,7 @@ class Renewer:
                 late = self._deadlines.pop_due(now)
                 if isinstance(late, tuple):
                     return late
-                due: list[tuple[Lock, Holding]] = []
+                due: list[tuple[Renewable, Holding]] = []
                 # Renewals due within the next few ms go along: one round trip for more.
                 while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
                     self._deadlines.add(item[0], item[1], item[1].expires_at)
@@ -135,7 +135,7 @@ class Renewer:
                     self._workers.submit(_notify_lost, lock, h)
             del item
 
-    def _renew(self, group: list[tuple[Lock, Holding]]) -> None:
+    def _renew(self, group: list[tuple[Renewable, Holding]]) -> None:
         """Renewals of locks sharing one client, on a worker thread: one pipelined round
         trip for all of them."""
         batch = Batch([lock._core.renew_flow(h) for lock, h in group])
@@ -144,7 +144,7 @@ class Renewer:
         except Exception as exc:  # a bug; keep serving the other locks
             batch.results = [exc if r is None else r for r in batch.results]
         results = batch.results
-        again: list[tuple[Lock, Holding, float]] = []
+        again: list[tuple[Renewable, Holding, float]] = []
         for (lock, h), result in zip(group, results, strict=True):
             if not isinstance(result, tuple):
                 log.error("renewing lock %r failed unexpectedly: %r", lock._core.name, result)
@@ -162,7 +162,7 @@ class Renewer:
             self.schedule_many(again)
 
 
-def _client_of(lock: Lock) -> object:
+def _client_of(lock: Renewable) -> object:
     return lock._client
 
 
@@ -171,12 +171,12 @@ def _pipelines(client: object) -> bool:
     return isinstance(client, redis.Redis)
 
 
-def _notify_lost(lock: Lock, h: Holding) -> None:
+def _notify_lost(lock: Renewable, h: Holding) -> None:
     core = lock._core
     log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
     if core.on_lost is not None:
         try:
-            core.on_lost(lock)
+            core.on_lost(lock._subject())
         except Exception:
             log.exception("on_lost callback of lock %r raised", core.name)
 

@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""The fair (FIFO) mutex: grants in arrival order with direct hand-off. No I/O.
+
+Source: Redisson's ``RedissonFairLock`` (a queue of waiters with timeouts), changed so each
+waiter renews a short waiter lease while it waits and a release grants the lock to the next
+live waiter itself (``scripts/fair.lua``). The lock key, fencing counter, extend, status and
+renewal are :class:`LockCore`'s: a held FairLock looks exactly like a held Lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from redislock._core import validate
+from redislock._core.keys import FairKeys
+from redislock._core.lock import Holding, LockCore, holder_meta, new_token
+from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str
+from redislock._core.scripts import SCRIPTS
+from redislock.errors import LockConfigError, LockUsageError, QueueFullError, UnexpectedReplyError
+
+__all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "FairCore", "check_fair_args"]
+
+_FAIR = SCRIPTS["fair"]
+_NO_KEYS: Final = FairKeys("", "", "", "", "", "")
+
+DEFAULT_WAITER_LEASE: Final = 1.0
+"""Seconds a waiter stays queued without renewing (it renews every third of this)."""
+
+DEFAULT_QUEUE_MAX: Final = 10_000
+"""Most waiters one FairLock queues; one more gets :class:`QueueFullError`."""
+
+
+def check_fair_args(waiter_lease: object, queue_max: object) -> tuple[float, int]:
+    """Validate ``waiter_lease`` (seconds, >= 0.05) and ``queue_max`` (int >= 1)."""
+    lease = validate.check_duration("waiter_lease", waiter_lease)
+    if lease < 0.05:
+        raise LockConfigError(f"waiter_lease must be at least 0.05 s, got {lease}")
+    if isinstance(queue_max, bool) or not isinstance(queue_max, int) or queue_max < 1:
+        raise LockConfigError(f"queue_max must be an int >= 1, got {queue_max!r}")
+    return lease, queue_max
+
+
+@dataclass(slots=True)
+class FairCore(LockCore):
+    """A :class:`LockCore` whose acquire queues and whose release hands off."""
+
+    waiter_lease: float = DEFAULT_WAITER_LEASE
+    queue_max: int = DEFAULT_QUEUE_MAX
+    fkeys: FairKeys = _NO_KEYS
+
+    @classmethod
+    def from_base(cls, base: LockCore, waiter_lease: float, queue_max: int) -> FairCore:
+        """A fair core with ``base``'s validated settings (from :meth:`LockCore.create`)."""
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(LockCore)}
+        core = cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max)
+        core.fkeys = FairKeys.of(base.keys.lock)
+        return core
+
+    def _fair(self, op: str, token: str, *extra: str | int) -> Eval:
+        k = self.fkeys
+        args: tuple[str | int, ...] = (op, token, *extra)
+        if len(args) < 7:
+            args = (*args, *([""] * (6 - len(args))), k.grant_prefix)
+        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
+
+    def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
+        """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
+
+        The first try queues this waiter (unless the lock is free and nobody is queued);
+        then the waiter blocks on its own grant list, which the release ahead of it pushes
+        the fencing token to, so the lock is already its own when it wakes. Between
+        wake-ups it retries, which renews its waiter lease.
+        """
+        if self.live() is not None:
+            raise LockUsageError(
+                f"lock {self.name!r} is already held by this object (FairLock is not reentrant)"
+            )
+        token = new_token()
+        self.pending_token = token
+        start = time.monotonic()
+        deadline = None if wait is None else start + wait
+        waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
+        meta = holder_meta()
+        grant = self.fkeys.grant(token)
+        queued = False
+        try:
+            while True:
+                sent = time.monotonic()
+                try:
+                    reply = yield self._fair(
+                        "acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max
+                    )
+                except Exception:
+                    with contextlib.suppress(Exception):  # leave the queue, free a grant
+                        yield from self.abandon_flow(token)
+                    raise
+                status = as_str(reply[0])
+                if status == "ok":
+                    return self._held(token, as_int(reply[1]), sent, as_int(reply[2]), start)
+                if status == "full":
+                    self.counters.failed_acquisitions += 1
+                    raise QueueFullError(self.name, as_int(reply[1]))
+                if status != "busy":
+                    raise UnexpectedReplyError(f"fair acquire replied {reply!r}")
+                pttl = as_int(reply[1])
+                if pttl == -1:
+                    raise UnexpectedReplyError(
+                        f"lock key {self.fkeys.lock!r} exists without a TTL: it was not "
+                        "written by redislock (or was PERSISTed); it would never expire"
+                    )
+                queued = waiter_ms > 0
+                now = time.monotonic()
+                if waiter_ms == 0 or (deadline is not None and now >= deadline):
+                    if queued:
+                        reply = yield self._fair("cancel", token)
+                        if as_str(reply[0]) == "ok":  # granted just before we gave up
+                            return self._held(token, as_int(reply[1]), now, as_int(reply[2]), start)
+                    self.counters.failed_acquisitions += 1
+                    self.counters.total_wait += now - start
+                    return False
+                block = min(self.recheck_interval, self.waiter_lease / 3.0)
+                if pttl >= 0:
+                    block = min(block, pttl / 1000.0 + 0.001)
+                if deadline is not None:
+                    block = min(block, deadline - now)
+                if self.max_block is not None:
+                    block = min(block, self.max_block)
+                sent = time.monotonic()
+                try:
+                    popped = yield BlockPop(grant, max(block, 0.001))
+                except Exception:
+                    with contextlib.suppress(Exception):
+                        yield from self.abandon_flow(token)
+                    raise
+                if popped is not None:  # the release ahead of us granted us the lock
+                    # The grant began after the BLPOP was sent: the lease estimate is safe.
+                    return self._held(token, as_int(popped[1]), sent, self.lease_ms, start)
+        finally:
+            self.pending_token = None
+
+    def _held(self, token: str, fence: int, sent: float, lease_ms: int, start: float) -> bool:
+        self.holding = Holding(
+            token=token,
+            fence=fence,
+            pid=os.getpid(),
+            acquired_at=sent,
+            expires_at=sent + lease_ms / 1000.0,
+        )
+        self.last_lost = False
+        self.counters.acquisitions += 1
+        self.counters.total_wait += time.monotonic() - start
+        return True
+
+    def _release_op(self, token: str) -> Eval:
+        return self._fair("release", token)
+
+    def abandon_flow(self, token: str) -> Flow[None]:
+        """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which
+        grants the next waiter)."""
+        reply = yield self._fair("cancel", token)
+        if as_str(reply[0]) == "ok":
+            yield self._release_op(token)
+
+    def force_flow(self) -> Flow[int]:
+        """Operator override: delete the lock whoever holds it and grant the next waiter."""
+        return as_int((yield self._fair("force", "")))

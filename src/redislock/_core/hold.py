@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: MIT
+"""Holds kept in one hash, each with its own lease: the core of ``RLock`` (mode ``w``),
+``ReadWriteLock`` (``r`` and ``w``) and ``Semaphore`` (``p``). No I/O.
+
+Source: seed 002's reentrant hash lock (a hash ``owner -> count`` in Lua) and Redisson's
+``RReadWriteLock`` / ``RPermitExpirableSemaphore``, with one lease per hold kept inside
+the hold (see ``scripts/hold.lua``), so one key serves every holder (cluster-safe) and a
+crashed reader or permit holder frees its share when its own lease ends.
+
+A :class:`HoldCore` manages the holds of ONE owner: the shells keep one core per thread
+(sync) or per task (asyncio) for reentrant kinds, and one per permit for ``Semaphore``.
+Every flow, the renewal and the loss handling are :class:`LockCore`'s; only the Redis
+operations differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from redislock._core import validate
+from redislock._core.keys import HoldKeys
+from redislock._core.lock import Holding, LockCore, holder_meta, new_token, why
+from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
+from redislock._core.scripts import SCRIPTS
+from redislock.errors import (
+    LockConfigError,
+    LockLostError,
+    LockUsageError,
+    NotOwnedError,
+    UnexpectedReplyError,
+)
+
+__all__ = ["MODES", "HoldCore", "check_permits"]
+
+_HOLD = SCRIPTS["hold"]
+_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "")
+
+MODES: Final = ("w", "r", "p")
+"""``w``: exclusive and reentrant; ``r``: shared and reentrant; ``p``: one permit."""
+
+MAX_PERMITS: Final = 1_000_000
+
+
+def check_permits(value: object, *, allow_none: bool = False) -> int | None:
+    """Validate a permit count: an int in 1..1,000,000 (or None when ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LockConfigError(f"permits must be an int, got {value!r}")
+    if not 1 <= value <= MAX_PERMITS:
+        raise LockConfigError(f"permits must be between 1 and {MAX_PERMITS}, got {value}")
+    return value
+
+
+@dataclass(slots=True)
+class HoldCore(LockCore):
+    """Configuration and local state of one owner's hold in a hold hash."""
+
+    mode: str = "w"
+    permits: int = 0
+    hkeys: HoldKeys = _NO_KEYS
+
+    @classmethod
+    def for_mode(cls, base: LockCore, mode: str, permits: int = 0) -> HoldCore:
+        """A hold core with ``base``'s validated settings (from :meth:`LockCore.create`)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown hold mode {mode!r}")
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(LockCore)}
+        core = cls(**fields, mode=mode, permits=permits)
+        core.hkeys = HoldKeys.of(base.keys.lock)
+        core.holding = None
+        return core
+
+    def sibling(self, mode: str | None = None) -> HoldCore:
+        """A fresh core with the same settings and counters (another owner's, or a permit)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields.update(holding=None, last_lost=False, pending_token=None)
+        if mode is not None:
+            fields["mode"] = mode
+        return type(self)(**fields)
+
+    def _op(
+        self,
+        op: str,
+        token: str,
+        *,
+        ms: int = 0,
+        meta: str = "",
+        marker_ms: int = 0,
+        reenter: bool = False,
+        companion: str = "",
+        extend_mode: str = "",
+    ) -> Eval:
+        return Eval(
+            _HOLD,
+            tuple(self.hkeys),
+            (
+                op,
+                token,
+                self.mode,
+                ms,
+                meta,
+                marker_ms,
+                "1" if reenter else "0",
+                companion,
+                self.permits,
+                self.wake_ms,
+                extend_mode,
+            ),
+        )
+
+    # ------------------------------------------------------------------ flows
+
+    def reenter_flow(self, h: Holding) -> Flow[bool]:
+        """Count one more hold for the owner of ``h`` (and refresh its lease); never waits.
+
+        Raises :class:`LockLostError` if the hold no longer exists in Redis.
+        """
+        sent = time.monotonic()
+        reply = yield self._op("acquire", h.token, ms=self.lease_ms, reenter=True)
+        status = as_str(reply[0])
+        if status == "ok":
+            h.count = as_int(reply[2])
+            h.expires_at = max(h.expires_at, sent + as_int(reply[3]) / 1000.0)
+            self.counters.acquisitions += 1
+            return True
+        if status != "gone":
+            raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
+        self.mark_lost(h, why("gone"))
+        raise LockLostError(self.name, why("gone"))
+
+    def acquire_flow(self, wait: float | None, blocking: bool, companion: str = "") -> Flow[bool]:
+        """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
+        BLPOP on the mode's wake list between tries. ``companion``: the owner's write token,
+        so a writer may also read (downgrade)."""
+        if self.live() is not None:
+            raise LockUsageError(f"{self.name!r} is already held by this owner")
+        token = new_token()
+        self.pending_token = token
+        start = time.monotonic()
+        deadline = None if wait is None else start + wait
+        marker_ms = self.marker_ms if blocking and wait != 0 else 0
+        meta = holder_meta()
+        wake = self.hkeys.rwake if self.mode == "r" else self.hkeys.wake
+        try:
+            while True:
+                sent = time.monotonic()
+                op = self._op(
+                    "acquire",
+                    token,
+                    ms=self.lease_ms,
+                    meta=meta,
+                    marker_ms=marker_ms,
+                    companion=companion,
+                )
+                try:
+                    reply = yield op
+                except Exception:
+                    with contextlib.suppress(Exception):  # the script may have run: undo it
+                        yield self._op("release", token)
+                    raise
+                status = as_str(reply[0])
+                if status == "ok":
+                    self.holding = Holding(
+                        token=token,
+                        fence=as_int(reply[1]),
+                        pid=os.getpid(),
+                        acquired_at=sent,
+                        expires_at=sent + as_int(reply[3]) / 1000.0,
+                        count=as_int(reply[2]),
+                    )
+                    self.last_lost = False
+                    self.counters.acquisitions += 1
+                    self.counters.total_wait += time.monotonic() - start
+                    return True
+                if status != "busy":
+                    raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
+                now = time.monotonic()
+                if marker_ms == 0 or (deadline is not None and now >= deadline):
+                    self.counters.failed_acquisitions += 1
+                    self.counters.total_wait += now - start
+                    return False
+                block = self.recheck_interval
+                hint = as_int(reply[1])
+                if hint >= 0:
+                    block = min(block, hint / 1000.0 + 0.001)
+                if deadline is not None:
+                    block = min(block, deadline - now)
+                if self.max_block is not None:
+                    block = min(block, self.max_block)
+                yield BlockPop(wake, max(block, 0.001))
+        finally:
+            self.pending_token = None
+
+    def release_flow(self, h: Holding, *, retry: bool = False) -> Flow[None]:
+        """Drop one count of ``h``; at zero remove the hold and wake whoever may now enter.
+
+        A decrement (count > 1) keeps ``h`` and its renewal; the caller marks
+        ``h.closing`` only for the last count. Raises :class:`LockLostError` if the hold
+        was gone.
+        """
+        reply = yield self._release_op(h.token)
+        status = as_str(reply[0])
+        if status == "ok":
+            left = as_int(reply[1])
+            if left > 0:
+                h.count = left
+                return
+        elif status != "gone":
+            raise UnexpectedReplyError(f"hold release replied {reply!r}")
+        if self.holding is h:
+            self.holding = None
+        if retry and status == "gone" and not h.lost:
+            return
+        if h.lost:
+            self.last_lost = True
+            raise LockLostError(self.name, h.lost_reason)
+        if status != "ok":
+            self.last_lost = True
+            raise LockLostError(self.name, why(status))
+
+    def _release_op(self, token: str) -> Eval:
+        return self._op("release", token)
+
+    def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
+        sent = time.monotonic()
+        reply = yield self._op("extend", h.token, ms=validate.to_ms(seconds), extend_mode=mode)
+        status = as_str(reply[0])
+        ttl = as_int(reply[1]) / 1000.0
+        if status == "ok":
+            h.expires_at = sent + ttl
+        elif status != "gone":
+            raise UnexpectedReplyError(f"hold extend replied {reply!r}")
+        return status, ttl
+
+    def hold_status_flow(self, token: str) -> Flow[tuple[str, float, int, int]]:
+        """Ask Redis about the hold of ``token``: (status, ttl seconds, fence, count)."""
+        reply = yield self._op("status", token)
+        status = as_str(reply[0])
+        if status not in ("ok", "gone"):
+            raise UnexpectedReplyError(f"hold status replied {reply!r}")
+        if status == "ok" and as_str(reply[4]) != self.mode:
+            status = "taken"  # a token of another kind of hold: not ours to manage
+        return status, as_int(reply[1]) / 1000.0, as_int(reply[2]), as_int(reply[3])
+
+    def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
+        status, ttl, fence, _ = yield from self.hold_status_flow(token)
+        return status, ttl, fence
+
+    def adopt_flow(self, token: object) -> Flow[None]:
+        token = validate.check_token(token)
+        if self.live() is not None:
+            raise LockUsageError(f"{self.name!r} is already held by this owner")
+        sent = time.monotonic()
+        status, ttl, fence, count = yield from self.hold_status_flow(token)
+        if status != "ok":
+            raise NotOwnedError(self.name, f"no hold with that token ({why(status)})")
+        self.holding = Holding(
+            token=token,
+            fence=fence,
+            pid=os.getpid(),
+            acquired_at=sent,
+            expires_at=sent + ttl,
+            count=count,
+        )
+        self.last_lost = False
+
+    def locked_flow(self) -> Flow[bool]:
+        """Whether any hold exists (a writer, a reader or a permit)."""
+        return bool((yield Call(("EXISTS", self.hkeys.lock))))
+
+    def count_flow(self) -> Flow[tuple[int, int, int, int]]:
+        """Live holds: (writers, readers, permits held, permit count)."""
+        reply = yield self._op("count", "")
+        w, r, p, limit = (as_int(x) for x in reply)
+        return w, r, p, limit
+
+    def force_flow(self) -> Flow[int]:
+        """Operator override: remove every hold and wake every waiter; returns how many."""
+        return as_int((yield self._op("force", "")))

@@ -1,0 +1,399 @@
+# SPDX-License-Identifier: MIT
+"""``AsyncRLock`` and ``AsyncReadWriteLock``: reentrant holds, one per asyncio task, in one
+hash key; the asyncio flavour of :mod:`redislock.sync.rlock`, safe under cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self, final
+
+import redis.asyncio
+import redis.asyncio.cluster
+
+from redislock._base import LockBase, Unit
+from redislock._core import validate
+from redislock._core.hold import HoldCore
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
+from redislock.aio import _safe
+from redislock.aio._driver import run
+from redislock.aio.renewer import renewer
+from redislock.errors import (
+    AcquireTimeoutError,
+    LockUpgradeError,
+    LockUsageError,
+    NotOwnedError,
+)
+
+__all__ = ["AsyncRLock", "AsyncReadLock", "AsyncReadWriteLock", "AsyncWriteLock"]
+
+
+class _Reentrant(LockBase):
+    """Holds of one mode (``w`` or ``r``), one per asyncio task, each reentrant."""
+
+    _client_types = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+    _client_hint = "a redis.asyncio.Redis or redis.asyncio.RedisCluster (for sync use RLock)"
+
+    __slots__ = ("_units",)
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+        _mode: str = "w",
+    ) -> None:
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            on_lost=on_lost,
+            timeout=timeout,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            recheck_interval=recheck_interval,
+            prefix=prefix,
+        )
+        self._core = HoldCore.for_mode(self._core, _mode)
+        self._units: dict[asyncio.Task[Any], Unit] = {}
+
+    # ------------------------------------------------------------------ owners
+
+    def _unit(self) -> Unit:
+        """The calling task's unit, created on first use."""
+        key = _task()
+        unit = self._units.get(key)
+        if unit is None:
+            assert isinstance(self._core, HoldCore)
+            unit = self._units[key] = Unit(self._client, self._core.sibling(), self)
+        return unit
+
+    def _mine(self) -> LockCore:
+        task = asyncio.current_task()
+        unit = None if task is None else self._units.get(task)
+        return self._core if unit is None else unit._core
+
+    def _forget(self) -> None:
+        key = asyncio.current_task()
+        unit = None if key is None else self._units.get(key)
+        if key is not None and unit is not None and unit._core.holding is None:
+            del self._units[key]
+
+    def _companion(self) -> str:
+        return ""
+
+    def _before_acquire(self) -> None:
+        return
+
+    # ------------------------------------------------------------------ API
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take a hold for the calling task, or count one more if it already holds one.
+
+        Re-entry never waits: one round trip increments the hold count in Redis and
+        refreshes the lease. A new hold waits up to ``timeout`` seconds, woken by the
+        release that lets it in (BLPOP), re-checking every ``recheck_interval`` seconds.
+
+        Args:
+            blocking: False for a single try.
+            timeout: wait limit in seconds; None uses the object's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Returns:
+            True if held (or re-entered), False if the wait ended without it.
+
+        Raises:
+            LockConfigError: bad arguments (before any I/O).
+            LockUsageError: not called from an asyncio task.
+            LockUpgradeError: a read hold of this task asked for the write lock.
+            LockLostError: re-entry, but this task's hold was lost.
+            UnexpectedReplyError: the key holds data not written by redislock.
+            redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM,
+                WRONGTYPE if a plain Lock uses the same name).
+            asyncio.CancelledError: cancelled; a new hold the call may have made is
+                removed, a re-entry given back.
+        """
+        wait = self._core.check_acquire_args(blocking, timeout)
+        unit = self._unit()
+        core = unit._core
+        assert isinstance(core, HoldCore)
+        h = core.live()
+        if h is not None:
+            return await _safe.reenter(self._client, core, h)
+        self._before_acquire()
+        try:
+            return await _safe.acquire(
+                unit, core, core.acquire_flow(wait, blocking, self._companion())
+            )
+        finally:
+            self._forget()
+
+    async def release(self) -> None:
+        """Drop one count of the calling task's hold; at zero the hold is removed and
+        waiters that may now enter are woken.
+
+        Raises:
+            NotOwnedError: the calling task holds nothing (never acquired, or released
+                more often than acquired).
+            LockLostError: the hold was lost (expired, deleted); nothing else is touched.
+            redis.exceptions.RedisError: Redis failed; the hold is kept and release may be
+                retried.
+        """
+        task = asyncio.current_task()
+        unit = None if task is None else self._units.get(task)
+        if unit is None:
+            raise NotOwnedError(self.name, "the calling task holds nothing")
+        core = unit._core
+        h = core.require_holding(allow_lost=True)
+        try:
+            if h.count > 1 and not h.lost:  # a decrement: renewal goes on
+                await _safe.shielded(self._client, core.release_flow(h))
+            else:
+                await _safe.release(unit, core, h)
+        finally:
+            self._forget()
+
+    def hold_count(self) -> int:
+        """How many times the calling task holds this lock now (0 if not held); local,
+        mirrors the count kept in Redis."""
+        h = self._mine().live()
+        return 0 if h is None else h.count
+
+    async def extend(self, seconds: float, *, replace: bool = False) -> float:
+        """Lengthen the calling task's lease (owner-checked, one round trip).
+
+        Args:
+            seconds: seconds to add, or with ``replace=True`` the new TTL in seconds.
+            replace: set the TTL to ``seconds`` instead of adding.
+
+        Returns:
+            The new TTL in seconds.
+
+        Raises:
+            LockConfigError: bad ``seconds`` (before any I/O).
+            NotOwnedError: the calling task holds nothing.
+            LockLostError: the hold was lost; it is never re-created.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        amount = validate.check_duration("seconds", seconds)
+        core = self._mine()
+        h = core.require_holding()
+        return await run(self._client, core.extend_flow(h, amount, "set" if replace else "add"))
+
+    async def locked(self) -> bool:
+        """Whether anybody holds the key now: a writer or reader (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await run(self._client, self._core.locked_flow())
+
+    async def owned(self) -> bool:
+        """Whether the calling task's hold exists in Redis now (one round trip if held).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await run(self._client, self._mine().owned_flow())
+
+    async def remaining(self) -> float | None:
+        """Seconds left on the calling task's lease, or None if it holds nothing.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await run(self._client, self._mine().remaining_flow())
+
+    async def adopt(self, token: str) -> None:
+        """Make a hold detached elsewhere (``detach()``) the calling task's, count and all.
+
+        Raises:
+            LockConfigError: ``token`` is not 32-256 lowercase hex characters.
+            LockUsageError: the calling task already holds this lock.
+            NotOwnedError: no current hold of this kind has that token.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        unit = self._unit()
+        core = unit._core
+        try:
+            await run(self._client, core.adopt_flow(token))
+        finally:
+            self._forget()
+        h = core.holding
+        if core.watchdog and h is not None:
+            renewer().schedule(unit, h, time.monotonic())
+
+    async def __aenter__(self) -> Self:
+        start = time.monotonic()
+        if not await self.acquire():
+            raise AcquireTimeoutError(self.name, time.monotonic() - start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            await self.release()
+            return
+        try:
+            await self.release()
+        except Exception as err:  # never mask the body's own exception
+            exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")
+
+
+@final
+class AsyncRLock(_Reentrant):
+    """The asyncio flavour of :class:`~redislock.RLock`: reentrant per asyncio task (a task's
+    identity, never a thread-local: task A can never release task B's hold).
+
+    The hold count lives in Redis, in a hash ``owner token -> hold`` (seed 002's design;
+    Redisson's ``RLock``), so the watchdog and ``redislock inspect`` see it. Each task
+    has its own hold and token. The fencing token is issued on the first acquisition and kept
+    while the hold is re-entered. ``release()`` drops one count; at zero the hold is
+    removed and one waiter is woken.
+
+    Example::
+
+        lock = AsyncRLock(redis.asyncio.Redis(), "account:7")
+        async with lock:
+            async with lock:           # same task: re-entered, hold_count() == 2
+                ...
+
+    Args:
+        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    __slots__ = ()
+
+
+@final
+class AsyncReadLock(_Reentrant):
+    """The read side of an :class:`AsyncReadWriteLock` (from ``rw.read()``): shared, reentrant
+    per task, each reader with its own lease. Not built directly."""
+
+    __slots__ = ("_rw",)
+    _rw: AsyncReadWriteLock
+
+    def _companion(self) -> str:
+        # A writer may also read (write -> read downgrade): pass the write token along.
+        h = self._rw._writer._mine().live()
+        return "" if h is None else h.token
+
+
+@final
+class AsyncWriteLock(_Reentrant):
+    """The write side of an :class:`AsyncReadWriteLock` (from ``rw.write()``): exclusive,
+    reentrant per task. Not built directly."""
+
+    __slots__ = ("_rw",)
+    _rw: AsyncReadWriteLock
+
+    def _before_acquire(self) -> None:
+        if self._rw._reader._mine().live() is not None:
+            raise LockUpgradeError(
+                f"the calling task holds a read lock of {self.name!r}; upgrading to a "
+                "write lock could deadlock (release the read lock first)"
+            )
+
+
+class AsyncReadWriteLock:
+    """The asyncio flavour of :class:`~redislock.ReadWriteLock` (holds per asyncio task):
+    many readers or one writer, in one hash key (cluster-safe).
+
+    Every reader's hold has its own lease, so a crashed reader frees its share when its
+    lease ends. Writers are preferred: while a writer waits, new readers wait too, so a
+    stream of readers cannot starve it (readers already holding may re-enter). A writer may
+    take a read hold and then release the write hold (downgrade); a reader asking for the
+    write lock gets :class:`~redislock.LockUpgradeError` at once (it would deadlock).
+    Releases wake the side that may now enter (BLPOP on a wake list per side). Design:
+    Redisson's ``RReadWriteLock`` with per-hold leases in one hash (``scripts/hold.lua``).
+
+    Example::
+
+        rw = AsyncReadWriteLock(redis.asyncio.Redis(), "catalog")
+        async with rw.read():
+            ...
+        async with rw.write():
+            ...
+
+    Args:
+        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
+        to both sides. ``on_lost`` receives the :class:`AsyncReadLock` or :class:`AsyncWriteLock`.
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    __slots__ = ("__weakref__", "_reader", "_writer")
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        options: dict[str, Any] = {
+            "ttl": ttl,
+            "on_lost": on_lost,
+            "timeout": timeout,
+            "watchdog_lease": watchdog_lease,
+            "renew_interval": renew_interval,
+            "max_lease": max_lease,
+            "recheck_interval": recheck_interval,
+            "prefix": prefix,
+        }
+        self._reader = AsyncReadLock(client, name, _mode="r", **options)
+        self._writer = AsyncWriteLock(client, name, _mode="w", **options)
+        self._reader._rw = self
+        self._writer._rw = self
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._reader.name
+
+    def read(self) -> AsyncReadLock:
+        """The read side (the same object every call): use as ``async with rw.read():``."""
+        return self._reader
+
+    def write(self) -> AsyncWriteLock:
+        """The write side (the same object every call): use as ``async with rw.write():``."""
+        return self._writer
+
+    def __repr__(self) -> str:
+        return f"<AsyncReadWriteLock {self.name!r} {self._reader!r} {self._writer!r}>"
+
+
+def _task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    if task is None:
+        raise LockUsageError("reentrant asyncio locks must be used from inside a task")
+    return task

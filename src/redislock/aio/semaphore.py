@@ -1,0 +1,264 @@
+# SPDX-License-Identifier: MIT
+"""``AsyncSemaphore``: the asyncio flavour of :mod:`redislock.sync.semaphore`."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self, final
+
+import redis.asyncio
+import redis.asyncio.cluster
+
+from redislock._base import LockBase
+from redislock._core import validate
+from redislock._core.hold import HoldCore, check_permits
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
+from redislock._core.ops import Call, Flow
+from redislock.aio import _safe
+from redislock.aio._driver import run
+from redislock.errors import AcquireTimeoutError
+
+__all__ = ["AsyncPermit", "AsyncSemaphore"]
+
+
+@final
+class AsyncPermit(LockBase):
+    """One acquired permit of an :class:`AsyncSemaphore` (returned by ``acquire()``).
+
+    It has its own owner token, fencing token and lease (renewed by the watchdog when the
+    semaphore has ``ttl=None``); use it as a context manager or call :meth:`release`.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def _of(cls, client: Any, core: HoldCore) -> AsyncPermit:
+        permit = cls.__new__(cls)
+        permit._client = client
+        permit._core = core
+        return permit
+
+    @property
+    def id(self) -> str:
+        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret)."""
+        h = self._core.current()
+        return "" if h is None else _permit_id(h.token)
+
+    async def release(self) -> None:
+        """Give the permit back (owner-checked, one round trip) and wake one waiter.
+
+        Raises:
+            NotOwnedError: already released.
+            LockLostError: the permit's lease ran out (or it was force-released) first.
+            redis.exceptions.RedisError: Redis failed; the permit is kept and release may
+                be retried.
+        """
+        await _safe.release(self, self._core, self._core.require_holding(allow_lost=True))
+
+    async def extend(self, seconds: float, *, replace: bool = False) -> float:
+        """Lengthen this permit's lease; returns the new TTL in seconds.
+
+        Raises:
+            LockConfigError: bad ``seconds``.
+            NotOwnedError: released.
+            LockLostError: the permit was lost; it is never re-created.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        amount = validate.check_duration("seconds", seconds)
+        h = self._core.require_holding()
+        return await run(
+            self._client, self._core.extend_flow(h, amount, "set" if replace else "add")
+        )
+
+    async def owned(self) -> bool:
+        """Whether this permit still exists in Redis (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await run(self._client, self._core.owned_flow())
+
+    async def remaining(self) -> float | None:
+        """Seconds left on this permit's lease, or None once released or lost.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await run(self._client, self._core.remaining_flow())
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            await self.release()
+            return
+        try:
+            await self.release()
+        except Exception as err:  # never mask the body's own exception
+            exc.add_note(f"redislock: releasing a permit of {self.name!r} also failed: {err!r}")
+
+
+def _permit_id(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+@final
+class AsyncSemaphore(LockBase):
+    """The asyncio flavour of :class:`~redislock.Semaphore`: at most N permits at once.
+
+    Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
+    comes back when its lease ends (``ttl=None``: watchdog leases, renewed while held). The
+    permit count is ``permits`` unless :meth:`set_permits` stored another one in Redis for
+    every client. A release wakes one waiter (BLPOP); a waiter that gets in passes the
+    wake-up on while permits are left. Design: Redisson's ``RPermitExpirableSemaphore``,
+    with per-permit leases in one hash (``scripts/hold.lua``).
+
+    Example::
+
+        sem = AsyncSemaphore(redis.asyncio.Redis(), "gpu", permits=4)
+        async with await sem.acquire(timeout=30) as permit:
+            run_job(fence=permit.fencing_token)
+
+    Args:
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
+        name: the semaphore name (rules as for :class:`~redislock.Lock`).
+        permits: the permit count, 1 to 1,000,000.
+        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds), per permit;
+            ``on_lost`` receives the :class:`AsyncPermit`.
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    _client_types = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+    _client_hint = "a redis.asyncio.Redis or redis.asyncio.RedisCluster (for sync use Semaphore)"
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        permits: int,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        count = check_permits(permits)
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            on_lost=on_lost,
+            timeout=timeout,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            recheck_interval=recheck_interval,
+            prefix=prefix,
+        )
+        assert count is not None
+        self._core = HoldCore.for_mode(self._core, "p", count)
+
+    @property
+    def permits(self) -> int:
+        """The permit count this object was built with (Redis may hold another: see
+        :meth:`set_permits`)."""
+        assert isinstance(self._core, HoldCore)
+        return self._core.permits
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> AsyncPermit:
+        """Take one permit, waiting up to ``timeout`` seconds (cancel-safe: a permit the
+        call may have taken is given back).
+
+        Args:
+            blocking: False for a single try.
+            timeout: wait limit in seconds; None uses the object's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Returns:
+            The :class:`AsyncPermit` (a context manager that releases it).
+
+        Raises:
+            LockConfigError: bad arguments (before any I/O).
+            AcquireTimeoutError: no permit came free in time (or, with a single try, none
+                was free).
+            redis.exceptions.RedisError: Redis failed.
+        """
+        permit = await self._take(blocking, timeout)
+        if permit is None:
+            raise AcquireTimeoutError(self.name, self.statistics().total_wait)
+        return permit
+
+    async def try_acquire(self) -> AsyncPermit | None:
+        """One try: a :class:`Permit`, or None if none is free.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await self._take(False, None)
+
+    async def _take(self, blocking: bool, timeout: float | None) -> AsyncPermit | None:
+        wait = self._core.check_acquire_args(blocking, timeout)
+        assert isinstance(self._core, HoldCore)
+        core = self._core.sibling()
+        permit = AsyncPermit._of(self._client, core)
+        if not await _safe.acquire(permit, core, core.acquire_flow(wait, blocking)):
+            return None
+        return permit
+
+    async def available(self) -> int:
+        """Permits free now: the permit count minus the live permits (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        assert isinstance(self._core, HoldCore)
+        _, _, held, limit = await run(self._client, self._core.count_flow())
+        return max(0, limit - held)
+
+    async def set_permits(self, permits: int | None) -> None:
+        """Store a permit count in Redis for every client of this name (no TTL), or with
+        None remove it so each object's own ``permits`` applies again. Lowering it never
+        revokes permits already held; new ones wait until the count allows.
+
+        Raises:
+            LockConfigError: ``permits`` is not an int in 1..1,000,000 or None.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        count = check_permits(permits, allow_none=True)
+        assert isinstance(self._core, HoldCore)
+        key = self._core.hkeys.permits
+        args: tuple[str | int, ...] = ("DEL", key) if count is None else ("SET", key, count)
+        await run(self._client, _call(args))
+
+    async def locked(self) -> bool:
+        """Whether any permit is held now (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return await run(self._client, self._core.locked_flow())
+
+    def __repr__(self) -> str:
+        return f"<AsyncSemaphore {self.name!r} permits={self.permits}>"
+
+
+def _call(args: tuple[str | int, ...]) -> Flow[object]:
+    return (yield Call(args))

@@ -1,0 +1,164 @@
+-- fair: a mutex granted in arrival (FIFO) order with direct hand-off (FairLock).
+-- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
+-- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
+-- is skipped about one waiter lease after it stopped renewing; and a release grants the
+-- lock to the next live waiter itself (one push wakes exactly that waiter), so the waiter
+-- needs no further round trip to take it.
+-- The lock key, fencing counter, lock_extend.lua and lock_status.lua are those of Lock.
+--
+-- KEYS[1] lock key      string "<token>|<meta>" with a PX TTL (as Lock)
+-- KEYS[2] fence key     integer counter, INCR per grant, never expires
+-- KEYS[3] queue         list of waiter tokens in arrival order
+-- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
+-- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
+-- ARGV[1] op            acquire | release | cancel | force
+-- ARGV[2] token         owner token
+-- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
+-- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
+-- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
+-- ARGV[6] queue_max     acquire: most waiters the queue takes
+-- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
+--                       (a key of the same hash tag; the waiter BLPOPs it)
+-- returns
+--   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
+--            {"busy", hint_ms}        queued (or, for a single try, not taken); hint_ms bounds
+--                                     the wait before the next try, -1 when the lock has no TTL
+--            {"full", length}         the queue is full; the caller is not queued
+--   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter
+--   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
+--            {"left", 0}              no longer queued
+--   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
+local op, token = ARGV[1], ARGV[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function grant_key(tok)
+  return ARGV[7] .. string.sub(redis.sha1hex(tok), 1, 20)
+end
+
+local function forget(tok)
+  redis.call('LREM', KEYS[3], 1, tok)
+  redis.call('ZREM', KEYS[4], tok)
+  redis.call('HDEL', KEYS[5], tok)
+end
+
+-- drop waiters whose waiter lease ended (they stopped renewing: dead or gone)
+for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+  forget(tok)
+end
+
+-- the queue's keys live as long as its latest waiter lease
+local function settle()
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+  else
+    local ms = tonumber(last[2]) - now
+    redis.call('PEXPIRE', KEYS[3], ms)
+    redis.call('PEXPIRE', KEYS[4], ms)
+    redis.call('PEXPIRE', KEYS[5], ms)
+  end
+end
+
+-- hand the free lock to the next live waiter: write its hold and push its fence to it
+local function grant_next()
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  if not head then return false end
+  local info = redis.call('HGET', KEYS[5], head)
+  local lease, meta = string.match(info or '', '^(%d+)|(.*)$')
+  if not lease then
+    forget(head)
+    return redis.error_reply('redislock: waiter info of ' .. KEYS[3] .. ' is malformed')
+  end
+  redis.call('SET', KEYS[1], head .. '|' .. meta, 'PX', lease)
+  local fence = redis.call('INCR', KEYS[2])
+  forget(head)
+  local g = grant_key(head)
+  redis.call('DEL', g)
+  redis.call('RPUSH', g, fence)
+  redis.call('PEXPIRE', g, lease)
+  settle()
+  return true
+end
+
+local function mine(v)
+  return v and string.sub(v, 1, #token + 1) == token .. '|'
+end
+
+if op == 'acquire' then
+  local v = redis.call('GET', KEYS[1])
+  if mine(v) then  -- granted by a release, or a repeat after a lost reply
+    redis.call('DEL', grant_key(token))
+    forget(token)
+    settle()
+    return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+  end
+  if not v then
+    local head = redis.call('LINDEX', KEYS[3], 0)
+    if not head or head == token then
+      redis.call('SET', KEYS[1], token .. '|' .. ARGV[4], 'PX', ARGV[3])
+      local fence = redis.call('INCR', KEYS[2])
+      if head then
+        forget(token)
+        settle()
+      end
+      return {'ok', fence, tonumber(ARGV[3])}
+    end
+    -- free, but another live waiter is first (its holder expired instead of releasing)
+    local r = grant_next()
+    if r ~= true and r ~= false then return r end
+  end
+  if ARGV[5] == '0' then
+    return {'busy', redis.call('PTTL', KEYS[1])}
+  end
+  if not redis.call('ZSCORE', KEYS[4], token) then
+    local len = redis.call('LLEN', KEYS[3])
+    if len >= tonumber(ARGV[6]) then
+      return {'full', len}
+    end
+    redis.call('RPUSH', KEYS[3], token)
+  end
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), token)
+  redis.call('HSET', KEYS[5], token, ARGV[3] .. '|' .. ARGV[4])
+  settle()
+  return {'busy', redis.call('PTTL', KEYS[1])}
+end
+
+if op == 'release' then
+  local v = redis.call('GET', KEYS[1])
+  if not v then  -- expired: the next waiter need not wait for its own retry
+    local r = grant_next()
+    if r ~= true and r ~= false then return r end
+    return 'gone'
+  end
+  if not mine(v) then return 'taken' end
+  redis.call('DEL', KEYS[1])
+  local r = grant_next()
+  if r ~= true and r ~= false then return r end
+  return 'ok'
+end
+
+if op == 'cancel' then
+  local v = redis.call('GET', KEYS[1])
+  if mine(v) then
+    redis.call('DEL', grant_key(token))
+    return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+  end
+  forget(token)
+  redis.call('DEL', grant_key(token))
+  if not v then
+    local r = grant_next()
+    if r ~= true and r ~= false then return r end
+  end
+  settle()
+  return {'left', 0}
+end
+
+if op == 'force' then
+  local n = redis.call('DEL', KEYS[1])
+  local r = grant_next()
+  if r ~= true and r ~= false then return r end
+  return n
+end
+
+return redis.error_reply('redislock: unknown fair op ' .. tostring(op))

@@ -1,0 +1,220 @@
+-- hold: reentrant, shared and counted holds kept in one hash, each with its own lease.
+-- Used by RLock (mode w), ReadWriteLock (read: r, write: w) and Semaphore (mode p).
+-- Design: seed 002 (a hash owner -> count, in Lua) and Redisson's RReadWriteLock, but with
+-- one lease per hold stored in the hold itself, so one key serves all holders (cluster-safe)
+-- and a crashed reader or permit holder frees its share when its own lease ends.
+--
+-- KEYS[1] hash          one field per hold:
+--                         field  owner token
+--                         value  "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"
+--                                mode w: exclusive, reentrant; r: shared, reentrant;
+--                                p: a semaphore permit; expires_ms: server time (TIME) in
+--                                milliseconds at which this hold's lease ends
+--                       Expired holds are removed by the next script that reads the hash; the
+--                       key's own TTL always covers the latest lease, so it vanishes with it.
+-- KEYS[2] fence key     integer counter, INCR once per new hold (not per re-entry), never expires
+-- KEYS[3] wait marker   a w/p waiter is waiting (for ReadWriteLock: a writer; it blocks new readers)
+-- KEYS[4] wake list     one element is pushed when a w/p waiter may now succeed
+-- KEYS[5] rwait marker  a reader is waiting
+-- KEYS[6] rwake list    one element is pushed when a reader may now succeed
+-- KEYS[7] permits key   Semaphore: the permit count set at run time (no TTL); absent: ARGV[9]
+-- ARGV[1] op            acquire | release | extend | status | count | force
+-- ARGV[2] token         owner token (>= 32 hex chars)
+-- ARGV[3] mode          w | r | p (acquire)
+-- ARGV[4] ms            acquire: lease, milliseconds (>= 1); extend: milliseconds (>= 1)
+-- ARGV[5] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>" (acquire)
+-- ARGV[6] marker_ms     acquire: 0 for a single try, else how long a failed try keeps its
+--                       waiting marker, milliseconds
+-- ARGV[7] reenter       acquire: "1" if the caller already holds (re-entry); "0" for a new hold
+-- ARGV[8] companion     acquire r: the caller's own write token ("" if none): a writer may
+--                       take a read hold beside its write hold (downgrade)
+-- ARGV[9] permits       the permit count when KEYS[7] is absent (Semaphore); 0 otherwise
+-- ARGV[10] wake_ms      how long an unconsumed wake-up stays, milliseconds
+-- ARGV[11] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
+-- returns
+--   acquire  {"ok", fence, count, lease_ms}  held; count is the hold count after this call
+--            {"busy", hint_ms}              another hold blocks; hint_ms: when the earliest
+--                                           blocking lease ends, at most (a recheck bound)
+--            {"gone", 0}                    re-entry, but the hold no longer exists
+--   release  {"ok", count}                  count left (0: the hold was removed)
+--            {"gone", 0}                    no such hold (expired or deleted)
+--   extend   {"ok", lease_ms}               this hold's new remaining lease
+--            {"gone", 0}
+--   status   {"ok", lease_ms, fence, count, mode} | {"gone", 0, 0, 0, ""}
+--   count    {writers, readers, permits held, permit count}   live holds of each mode
+--   force    number of holds removed (operator override; wakes every kind of waiter)
+local H = KEYS[1]
+local op, token = ARGV[1], ARGV[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local holds = {}
+local n = {w = 0, r = 0, p = 0}
+local flat = redis.call('HGETALL', H)
+for i = 1, #flat, 2 do
+  local mode, count, exp, fence, meta =
+    string.match(flat[i + 1], '^([wrp])|(%d+)|(%d+)|(%d+)|(.*)$')
+  if not mode then
+    return redis.error_reply('redislock: ' .. H .. ' holds a field not written by redislock')
+  end
+  exp = tonumber(exp)
+  if exp <= now then
+    redis.call('HDEL', H, flat[i])
+  else
+    holds[flat[i]] = {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta}
+    n[mode] = n[mode] + 1
+  end
+end
+
+local function store(tok, h)
+  redis.call('HSET', H, tok,
+    h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta)
+end
+
+-- the key lives exactly as long as its latest lease
+local function settle()
+  local latest = 0
+  for _, h in pairs(holds) do
+    if h.exp > latest then latest = h.exp end
+  end
+  if latest == 0 then
+    redis.call('DEL', H)
+  else
+    redis.call('PEXPIRE', H, latest - now)
+  end
+end
+
+local function wake(list)
+  redis.call('DEL', list)
+  redis.call('RPUSH', list, '1')
+  redis.call('PEXPIRE', list, ARGV[10])
+end
+
+local function permits()
+  return tonumber(redis.call('GET', KEYS[7]) or ARGV[9])
+end
+
+-- after a hold ended: wake whoever may now succeed (writers first: writer preference)
+local function wake_waiters()
+  local writer_waits = redis.call('EXISTS', KEYS[3]) == 1
+  if writer_waits and n.w == 0 and n.r == 0 and (n.p == 0 or n.p < permits()) then
+    wake(KEYS[4])
+  elseif n.w == 0 and not writer_waits and redis.call('EXISTS', KEYS[5]) == 1 then
+    wake(KEYS[6])
+  end
+end
+
+if op == 'acquire' then
+  local mode = ARGV[3]
+  local mine = holds[token]
+  if mine then
+    if ARGV[7] == '1' then
+      mine.count = mine.count + 1
+      if now + tonumber(ARGV[4]) > mine.exp then mine.exp = now + tonumber(ARGV[4]) end
+      store(token, mine)
+      settle()
+    end
+    -- ARGV[7] == "0": a repeat of a first acquisition whose reply was lost (idempotent)
+    return {'ok', tonumber(mine.fence), mine.count, mine.exp - now}
+  end
+  if ARGV[7] == '1' then
+    return {'gone', 0}
+  end
+  local blocked
+  if mode == 'w' then
+    blocked = n.w + n.r + n.p > 0
+  elseif mode == 'r' then
+    local own_write = ARGV[8] ~= '' and holds[ARGV[8]] ~= nil and holds[ARGV[8]].mode == 'w'
+    blocked = not own_write and (n.w > 0 or redis.call('EXISTS', KEYS[3]) == 1)
+  else
+    blocked = n.w + n.r > 0 or n.p >= permits()
+  end
+  if blocked then
+    local marker = KEYS[3]
+    if mode == 'r' then marker = KEYS[5] end
+    if ARGV[6] ~= '0' then
+      redis.call('SET', marker, '1', 'PX', ARGV[6])
+    end
+    local hint = -1
+    for _, h in pairs(holds) do
+      if hint < 0 or h.exp - now < hint then hint = h.exp - now end
+    end
+    if hint < 0 then hint = redis.call('PTTL', KEYS[3]) end
+    return {'busy', hint}
+  end
+  local fence = redis.call('INCR', KEYS[2])
+  local h = {mode = mode, count = 1, exp = now + tonumber(ARGV[4]), fence = fence, meta = ARGV[5]}
+  holds[token] = h
+  n[mode] = n[mode] + 1
+  store(token, h)
+  settle()
+  -- pass the wake-up on: more readers, or more permits, may enter now
+  if mode == 'r' and redis.call('EXISTS', KEYS[5]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then
+    wake(KEYS[6])
+  elseif mode == 'p' and n.p < permits() and redis.call('EXISTS', KEYS[3]) == 1 then
+    wake(KEYS[4])
+  end
+  return {'ok', fence, 1, h.exp - now}
+end
+
+if op == 'release' then
+  local mine = holds[token]
+  if not mine then
+    settle()
+    return {'gone', 0}
+  end
+  if mine.count > 1 then
+    mine.count = mine.count - 1
+    store(token, mine)
+    return {'ok', mine.count}
+  end
+  redis.call('HDEL', H, token)
+  holds[token] = nil
+  n[mine.mode] = n[mine.mode] - 1
+  settle()
+  wake_waiters()
+  return {'ok', 0}
+end
+
+if op == 'extend' then
+  local mine = holds[token]
+  if not mine then
+    return {'gone', 0}
+  end
+  local ms = tonumber(ARGV[4])
+  local mode = ARGV[11]
+  if mode == 'add' then
+    mine.exp = mine.exp + ms
+  elseif mode == 'set' then
+    mine.exp = now + ms
+  elseif now + ms > mine.exp then
+    mine.exp = now + ms
+  end
+  store(token, mine)
+  settle()
+  return {'ok', mine.exp - now}
+end
+
+if op == 'status' then
+  local mine = holds[token]
+  if not mine then
+    return {'gone', 0, 0, 0, ''}
+  end
+  return {'ok', mine.exp - now, tonumber(mine.fence), mine.count, mine.mode}
+end
+
+if op == 'count' then
+  return {n.w, n.r, n.p, permits()}
+end
+
+if op == 'force' then
+  local removed = 0
+  for _ in pairs(holds) do removed = removed + 1 end
+  redis.call('DEL', H)
+  n = {w = 0, r = 0, p = 0}
+  if redis.call('EXISTS', KEYS[3]) == 1 then wake(KEYS[4]) end
+  if redis.call('EXISTS', KEYS[5]) == 1 then wake(KEYS[6]) end
+  return removed
+end
+
+return redis.error_reply('redislock: unknown hold op ' .. tostring(op))

@@ -1,0 +1,387 @@
+# SPDX-License-Identifier: MIT
+"""``RLock`` and ``ReadWriteLock``: reentrant holds, one per thread, in one hash key."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self, final
+
+import redis
+import redis.cluster
+
+from redislock._base import LockBase, Unit
+from redislock._core import validate
+from redislock._core.hold import HoldCore
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
+from redislock.errors import AcquireTimeoutError, LockUpgradeError, NotOwnedError
+from redislock.sync._driver import run
+from redislock.sync.renewer import renewer
+
+__all__ = ["RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
+
+
+class _Reentrant(LockBase):
+    """Holds of one mode (``w`` or ``r``), one per thread, each reentrant."""
+
+    _client_types = (redis.Redis, redis.cluster.RedisCluster)
+    _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use the Async kind)"
+
+    __slots__ = ("_units",)
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+        _mode: str = "w",
+    ) -> None:
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            on_lost=on_lost,
+            timeout=timeout,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            recheck_interval=recheck_interval,
+            prefix=prefix,
+        )
+        self._core = HoldCore.for_mode(self._core, _mode)
+        self._units: dict[int, Unit] = {}
+
+    # ------------------------------------------------------------------ owners
+
+    def _unit(self) -> Unit:
+        """The calling thread's unit, created on first use."""
+        key = threading.get_ident()
+        unit = self._units.get(key)
+        if unit is None:
+            assert isinstance(self._core, HoldCore)
+            unit = self._units[key] = Unit(self._client, self._core.sibling(), self)
+        return unit
+
+    def _mine(self) -> LockCore:
+        unit = self._units.get(threading.get_ident())
+        return self._core if unit is None else unit._core
+
+    def _forget(self) -> None:
+        key = threading.get_ident()
+        unit = self._units.get(key)
+        if unit is not None and unit._core.holding is None:
+            del self._units[key]
+
+    def _companion(self) -> str:
+        return ""
+
+    def _before_acquire(self) -> None:
+        return
+
+    # ------------------------------------------------------------------ API
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take a hold for the calling thread, or count one more if it already holds one.
+
+        Re-entry never waits: one round trip increments the hold count in Redis and
+        refreshes the lease. A new hold waits up to ``timeout`` seconds, woken by the
+        release that lets it in (BLPOP), re-checking every ``recheck_interval`` seconds.
+
+        Args:
+            blocking: False for a single try.
+            timeout: wait limit in seconds; None uses the object's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Returns:
+            True if held (or re-entered), False if the wait ended without it.
+
+        Raises:
+            LockConfigError: bad arguments (before any I/O).
+            LockUpgradeError: a read hold of this thread asked for the write lock.
+            LockLostError: re-entry, but this thread's hold was lost.
+            UnexpectedReplyError: the key holds data not written by redislock.
+            redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM,
+                WRONGTYPE if a plain Lock uses the same name).
+        """
+        wait = self._core.check_acquire_args(blocking, timeout)
+        unit = self._unit()
+        core = unit._core
+        assert isinstance(core, HoldCore)
+        h = core.live()
+        if h is not None:
+            return run(self._client, core.reenter_flow(h))
+        self._before_acquire()
+        try:
+            ok = run(self._client, core.acquire_flow(wait, blocking, self._companion()))
+        finally:
+            self._forget()
+        h = core.holding
+        if ok and h is not None and core.watchdog:
+            renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
+        return ok
+
+    def release(self) -> None:
+        """Drop one count of the calling thread's hold; at zero the hold is removed and
+        waiters that may now enter are woken.
+
+        Raises:
+            NotOwnedError: the calling thread holds nothing (never acquired, or released
+                more often than acquired).
+            LockLostError: the hold was lost (expired, deleted); nothing else is touched.
+            redis.exceptions.RedisError: Redis failed; the hold is kept and release may be
+                retried.
+        """
+        unit = self._units.get(threading.get_ident())
+        if unit is None:
+            raise NotOwnedError(self.name, "the calling thread holds nothing")
+        core = unit._core
+        h = core.require_holding(allow_lost=True)
+        if h.count > 1 and not h.lost:
+            run(self._client, core.release_flow(h))  # a decrement: renewal goes on
+            self._forget()
+            return
+        h.closing = True
+        try:
+            run(self._client, core.release_flow(h))
+        except Exception:
+            if core.release_failed(h):
+                renewer().schedule(unit, h, time.monotonic())
+            raise
+        finally:
+            self._forget()
+
+    def hold_count(self) -> int:
+        """How many times the calling thread holds this lock now (0 if not held); local,
+        mirrors the count kept in Redis."""
+        h = self._mine().live()
+        return 0 if h is None else h.count
+
+    def extend(self, seconds: float, *, replace: bool = False) -> float:
+        """Lengthen the calling thread's lease (owner-checked, one round trip).
+
+        Args:
+            seconds: seconds to add, or with ``replace=True`` the new TTL in seconds.
+            replace: set the TTL to ``seconds`` instead of adding.
+
+        Returns:
+            The new TTL in seconds.
+
+        Raises:
+            LockConfigError: bad ``seconds`` (before any I/O).
+            NotOwnedError: the calling thread holds nothing.
+            LockLostError: the hold was lost; it is never re-created.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        amount = validate.check_duration("seconds", seconds)
+        core = self._mine()
+        h = core.require_holding()
+        return run(self._client, core.extend_flow(h, amount, "set" if replace else "add"))
+
+    def locked(self) -> bool:
+        """Whether anybody holds the key now: a writer or reader (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.locked_flow())
+
+    def owned(self) -> bool:
+        """Whether the calling thread's hold exists in Redis now (one round trip if held).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._mine().owned_flow())
+
+    def remaining(self) -> float | None:
+        """Seconds left on the calling thread's lease, or None if it holds nothing.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._mine().remaining_flow())
+
+    def adopt(self, token: str) -> None:
+        """Make a hold detached elsewhere (``detach()``) the calling thread's, count and all.
+
+        Raises:
+            LockConfigError: ``token`` is not 32-256 lowercase hex characters.
+            LockUsageError: the calling thread already holds this lock.
+            NotOwnedError: no current hold of this kind has that token.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        unit = self._unit()
+        core = unit._core
+        try:
+            run(self._client, core.adopt_flow(token))
+        finally:
+            self._forget()
+        h = core.holding
+        if core.watchdog and h is not None:
+            renewer().schedule(unit, h, time.monotonic())
+
+    def __enter__(self) -> Self:
+        start = time.monotonic()
+        if not self.acquire():
+            raise AcquireTimeoutError(self.name, time.monotonic() - start)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as err:  # never mask the body's own exception
+            exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")
+
+
+@final
+class RLock(_Reentrant):
+    """A reentrant distributed mutex: the thread that holds it may acquire it again.
+
+    The hold count lives in Redis, in a hash ``owner token -> hold`` (seed 002's design;
+    Redisson's ``RLock``), so the watchdog and ``redislock inspect`` see it. Each thread
+    has its own hold and token (as ``threading.RLock``): a thread can never release
+    another thread's hold. The fencing token is issued on the first acquisition and kept
+    while the hold is re-entered. ``release()`` drops one count; at zero the hold is
+    removed and one waiter is woken.
+
+    Example::
+
+        lock = RLock(redis.Redis(), "account:7")
+        with lock:
+            with lock:                 # same thread: re-entered, hold_count() == 2
+                ...
+
+    Args:
+        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    __slots__ = ()
+
+
+@final
+class ReadLock(_Reentrant):
+    """The read side of a :class:`ReadWriteLock` (from ``rw.read()``): shared, reentrant
+    per thread, each reader with its own lease. Not built directly."""
+
+    __slots__ = ("_rw",)
+    _rw: ReadWriteLock
+
+    def _companion(self) -> str:
+        # A writer may also read (write -> read downgrade): pass the write token along.
+        h = self._rw._writer._mine().live()
+        return "" if h is None else h.token
+
+
+@final
+class WriteLock(_Reentrant):
+    """The write side of a :class:`ReadWriteLock` (from ``rw.write()``): exclusive,
+    reentrant per thread. Not built directly."""
+
+    __slots__ = ("_rw",)
+    _rw: ReadWriteLock
+
+    def _before_acquire(self) -> None:
+        if self._rw._reader._mine().live() is not None:
+            raise LockUpgradeError(
+                f"the calling thread holds a read lock of {self.name!r}; upgrading to a "
+                "write lock could deadlock (release the read lock first)"
+            )
+
+
+class ReadWriteLock:
+    """Many readers or one writer, in one hash key (cluster-safe).
+
+    Every reader's hold has its own lease, so a crashed reader frees its share when its
+    lease ends. Writers are preferred: while a writer waits, new readers wait too, so a
+    stream of readers cannot starve it (readers already holding may re-enter). A writer may
+    take a read hold and then release the write hold (downgrade); a reader asking for the
+    write lock gets :class:`~redislock.LockUpgradeError` at once (it would deadlock).
+    Releases wake the side that may now enter (BLPOP on a wake list per side). Design:
+    Redisson's ``RReadWriteLock`` with per-hold leases in one hash (``scripts/hold.lua``).
+
+    Example::
+
+        rw = ReadWriteLock(redis.Redis(), "catalog")
+        with rw.read():
+            ...
+        with rw.write():
+            ...
+
+    Args:
+        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
+        to both sides. ``on_lost`` receives the :class:`ReadLock` or :class:`WriteLock`.
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    __slots__ = ("__weakref__", "_reader", "_writer")
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        options: dict[str, Any] = {
+            "ttl": ttl,
+            "on_lost": on_lost,
+            "timeout": timeout,
+            "watchdog_lease": watchdog_lease,
+            "renew_interval": renew_interval,
+            "max_lease": max_lease,
+            "recheck_interval": recheck_interval,
+            "prefix": prefix,
+        }
+        self._reader = ReadLock(client, name, _mode="r", **options)
+        self._writer = WriteLock(client, name, _mode="w", **options)
+        self._reader._rw = self
+        self._writer._rw = self
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._reader.name
+
+    def read(self) -> ReadLock:
+        """The read side (the same object every call): use as ``with rw.read():``."""
+        return self._reader
+
+    def write(self) -> WriteLock:
+        """The write side (the same object every call): use as ``with rw.write():``."""
+        return self._writer
+
+    def __repr__(self) -> str:
+        return f"<ReadWriteLock {self.name!r} {self._reader!r} {self._writer!r}>"

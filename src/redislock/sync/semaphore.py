@@ -1,0 +1,273 @@
+# SPDX-License-Identifier: MIT
+"""``Semaphore``: N permits, each with its own id and lease, in one hash key."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self, final
+
+import redis
+import redis.cluster
+
+from redislock._base import LockBase
+from redislock._core import validate
+from redislock._core.hold import HoldCore, check_permits
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
+from redislock._core.ops import Call, Flow
+from redislock.errors import AcquireTimeoutError
+from redislock.sync._driver import run
+from redislock.sync.renewer import renewer
+
+__all__ = ["Permit", "Semaphore"]
+
+
+@final
+class Permit(LockBase):
+    """One acquired permit of a :class:`Semaphore` (returned by ``acquire()``).
+
+    It has its own owner token, fencing token and lease (renewed by the watchdog when the
+    semaphore has ``ttl=None``); use it as a context manager or call :meth:`release`.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def _of(cls, client: Any, core: HoldCore) -> Permit:
+        permit = cls.__new__(cls)
+        permit._client = client
+        permit._core = core
+        return permit
+
+    @property
+    def id(self) -> str:
+        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret)."""
+        h = self._core.current()
+        return "" if h is None else _permit_id(h.token)
+
+    def release(self) -> None:
+        """Give the permit back (owner-checked, one round trip) and wake one waiter.
+
+        Raises:
+            NotOwnedError: already released.
+            LockLostError: the permit's lease ran out (or it was force-released) first.
+            redis.exceptions.RedisError: Redis failed; the permit is kept and release may
+                be retried.
+        """
+        core = self._core
+        h = core.require_holding(allow_lost=True)
+        h.closing = True
+        try:
+            run(self._client, core.release_flow(h))
+        except Exception:
+            if core.release_failed(h):
+                renewer().schedule(self, h, time.monotonic())
+            raise
+
+    def extend(self, seconds: float, *, replace: bool = False) -> float:
+        """Lengthen this permit's lease; returns the new TTL in seconds.
+
+        Raises:
+            LockConfigError: bad ``seconds``.
+            NotOwnedError: released.
+            LockLostError: the permit was lost; it is never re-created.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        amount = validate.check_duration("seconds", seconds)
+        h = self._core.require_holding()
+        return run(self._client, self._core.extend_flow(h, amount, "set" if replace else "add"))
+
+    def owned(self) -> bool:
+        """Whether this permit still exists in Redis (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.owned_flow())
+
+    def remaining(self) -> float | None:
+        """Seconds left on this permit's lease, or None once released or lost.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.remaining_flow())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as err:  # never mask the body's own exception
+            exc.add_note(f"redislock: releasing a permit of {self.name!r} also failed: {err!r}")
+
+
+def _permit_id(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+@final
+class Semaphore(LockBase):
+    """A distributed counting semaphore: at most N permits held at once.
+
+    Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
+    comes back when its lease ends (``ttl=None``: watchdog leases, renewed while held). The
+    permit count is ``permits`` unless :meth:`set_permits` stored another one in Redis for
+    every client. A release wakes one waiter (BLPOP); a waiter that gets in passes the
+    wake-up on while permits are left. Design: Redisson's ``RPermitExpirableSemaphore``,
+    with per-permit leases in one hash (``scripts/hold.lua``).
+
+    Example::
+
+        sem = Semaphore(redis.Redis(), "gpu", permits=4)
+        with sem.acquire(timeout=30) as permit:
+            run_job(fence=permit.fencing_token)
+
+    Args:
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
+        name: the semaphore name (rules as for :class:`~redislock.Lock`).
+        permits: the permit count, 1 to 1,000,000.
+        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds), per permit;
+            ``on_lost`` receives the :class:`Permit`.
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    _client_types = (redis.Redis, redis.cluster.RedisCluster)
+    _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use AsyncSemaphore)"
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        permits: int,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        count = check_permits(permits)
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            on_lost=on_lost,
+            timeout=timeout,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            recheck_interval=recheck_interval,
+            prefix=prefix,
+        )
+        assert count is not None
+        self._core = HoldCore.for_mode(self._core, "p", count)
+
+    @property
+    def permits(self) -> int:
+        """The permit count this object was built with (Redis may hold another: see
+        :meth:`set_permits`)."""
+        assert isinstance(self._core, HoldCore)
+        return self._core.permits
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> Permit:
+        """Take one permit, waiting up to ``timeout`` seconds.
+
+        Args:
+            blocking: False for a single try.
+            timeout: wait limit in seconds; None uses the object's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Returns:
+            The :class:`Permit` (a context manager that releases it).
+
+        Raises:
+            LockConfigError: bad arguments (before any I/O).
+            AcquireTimeoutError: no permit came free in time (or, with a single try, none
+                was free).
+            redis.exceptions.RedisError: Redis failed.
+        """
+        permit = self._take(blocking, timeout)
+        if permit is None:
+            raise AcquireTimeoutError(self.name, self.statistics().total_wait)
+        return permit
+
+    def try_acquire(self) -> Permit | None:
+        """One try: a :class:`Permit`, or None if none is free.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return self._take(False, None)
+
+    def _take(self, blocking: bool, timeout: float | None) -> Permit | None:
+        wait = self._core.check_acquire_args(blocking, timeout)
+        assert isinstance(self._core, HoldCore)
+        core = self._core.sibling()
+        if not run(self._client, core.acquire_flow(wait, blocking)):
+            return None
+        permit = Permit._of(self._client, core)
+        h = core.holding
+        if h is not None and core.watchdog:
+            renewer().schedule(permit, h, h.acquired_at + core.renew_interval)
+        return permit
+
+    def available(self) -> int:
+        """Permits free now: the permit count minus the live permits (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        assert isinstance(self._core, HoldCore)
+        _, _, held, limit = run(self._client, self._core.count_flow())
+        return max(0, limit - held)
+
+    def set_permits(self, permits: int | None) -> None:
+        """Store a permit count in Redis for every client of this name (no TTL), or with
+        None remove it so each object's own ``permits`` applies again. Lowering it never
+        revokes permits already held; new ones wait until the count allows.
+
+        Raises:
+            LockConfigError: ``permits`` is not an int in 1..1,000,000 or None.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        count = check_permits(permits, allow_none=True)
+        assert isinstance(self._core, HoldCore)
+        key = self._core.hkeys.permits
+        args: tuple[str | int, ...] = ("DEL", key) if count is None else ("SET", key, count)
+        run(self._client, _call(args))
+
+    def locked(self) -> bool:
+        """Whether any permit is held now (one round trip).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._core.locked_flow())
+
+    def __repr__(self) -> str:
+        return f"<Semaphore {self.name!r} permits={self.permits}>"
+
+
+def _call(args: tuple[str | int, ...]) -> Flow[object]:
+    return (yield Call(args))

@@ -68,7 +68,7 @@ local function grant_next()
   local lease, meta = string.match(info or '', '^(%d+)|(.*)$')
   if not lease then
     forget(head)
-    return redis.error_reply('redislock: waiter info of ' .. KEYS[3] .. ' is malformed')
+    return redis.error_reply('redislock - waiter info of ' .. KEYS[3] .. ' is malformed')
   end
   redis.call('SET', KEYS[1], head .. '|' .. meta, 'PX', lease)
   local fence = redis.call('INCR', KEYS[2])
@@ -88,7 +88,8 @@ end
 if op == 'acquire' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
-    redis.call('DEL', grant_key(token))
+    local g = grant_key(token)
+    redis.call('DEL', g)
     forget(token)
     settle()
     return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
@@ -141,11 +142,13 @@ end
 if op == 'cancel' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then
-    redis.call('DEL', grant_key(token))
+    local g = grant_key(token)
+    redis.call('DEL', g)
     return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
   end
   forget(token)
-  redis.call('DEL', grant_key(token))
+  local g = grant_key(token)
+  redis.call('DEL', g)
   if not v then
     local r = grant_next()
     if r ~= true and r ~= false then return r end
@@ -161,4 +164,4 @@ if op == 'force' then
   return n
 end
 
-return redis.error_reply('redislock: unknown fair op ' .. tostring(op))
+return redis.error_reply('redislock - unknown fair op ' .. tostring(op))

@@ -23,8 +23,7 @@
 -- ARGV[3] mode          w | r | p (acquire)
 -- ARGV[4] ms            acquire: lease, milliseconds (>= 1); extend: milliseconds (>= 1)
 -- ARGV[5] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>" (acquire)
--- ARGV[6] marker_ms     acquire: 0 for a single try, else how long a failed try keeps its
---                       waiting marker, milliseconds
+-- ARGV[6] marker_ms     acquire: milliseconds a failed try keeps its waiting marker; 0: single try
 -- ARGV[7] reenter       acquire: "1" if the caller already holds (re-entry); "0" for a new hold
 -- ARGV[8] companion     acquire r: the caller's own write token ("" if none): a writer may
 --                       take a read hold beside its write hold (downgrade)
@@ -43,23 +42,22 @@
 --   status   {"ok", lease_ms, fence, count, mode} | {"gone", 0, 0, 0, ""}
 --   count    {writers, readers, permits held, permit count}   live holds of each mode
 --   force    number of holds removed (operator override; wakes every kind of waiter)
-local H = KEYS[1]
 local op, token = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local holds = {}
 local n = {w = 0, r = 0, p = 0}
-local flat = redis.call('HGETALL', H)
+local flat = redis.call('HGETALL', KEYS[1])
 for i = 1, #flat, 2 do
   local mode, count, exp, fence, meta =
     string.match(flat[i + 1], '^([wrp])|(%d+)|(%d+)|(%d+)|(.*)$')
   if not mode then
-    return redis.error_reply('redislock: ' .. H .. ' holds a field not written by redislock')
+    return redis.error_reply('redislock - ' .. KEYS[1] .. ' holds a field not written by redislock')
   end
   exp = tonumber(exp)
   if exp <= now then
-    redis.call('HDEL', H, flat[i])
+    redis.call('HDEL', KEYS[1], flat[i])
   else
     holds[flat[i]] = {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta}
     n[mode] = n[mode] + 1
@@ -67,7 +65,7 @@ for i = 1, #flat, 2 do
 end
 
 local function store(tok, h)
-  redis.call('HSET', H, tok,
+  redis.call('HSET', KEYS[1], tok,
     h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta)
 end
 
@@ -78,16 +76,22 @@ local function settle()
     if h.exp > latest then latest = h.exp end
   end
   if latest == 0 then
-    redis.call('DEL', H)
+    redis.call('DEL', KEYS[1])
   else
-    redis.call('PEXPIRE', H, latest - now)
+    redis.call('PEXPIRE', KEYS[1], latest - now)
   end
 end
 
-local function wake(list)
-  redis.call('DEL', list)
-  redis.call('RPUSH', list, '1')
-  redis.call('PEXPIRE', list, ARGV[10])
+local function wake_w()  -- one element wakes one w/p waiter
+  redis.call('DEL', KEYS[4])
+  redis.call('RPUSH', KEYS[4], '1')
+  redis.call('PEXPIRE', KEYS[4], ARGV[10])
+end
+
+local function wake_r()  -- one element wakes one reader (who passes it on)
+  redis.call('DEL', KEYS[6])
+  redis.call('RPUSH', KEYS[6], '1')
+  redis.call('PEXPIRE', KEYS[6], ARGV[10])
 end
 
 local function permits()
@@ -98,9 +102,9 @@ end
 local function wake_waiters()
   local writer_waits = redis.call('EXISTS', KEYS[3]) == 1
   if writer_waits and n.w == 0 and n.r == 0 and (n.p == 0 or n.p < permits()) then
-    wake(KEYS[4])
+    wake_w()
   elseif n.w == 0 and not writer_waits and redis.call('EXISTS', KEYS[5]) == 1 then
-    wake(KEYS[6])
+    wake_r()
   end
 end
 
@@ -130,10 +134,10 @@ if op == 'acquire' then
     blocked = n.w + n.r > 0 or n.p >= permits()
   end
   if blocked then
-    local marker = KEYS[3]
-    if mode == 'r' then marker = KEYS[5] end
-    if ARGV[6] ~= '0' then
-      redis.call('SET', marker, '1', 'PX', ARGV[6])
+    if ARGV[6] ~= '0' and mode == 'r' then
+      redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
+    elseif ARGV[6] ~= '0' then
+      redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
     end
     local hint = -1
     for _, h in pairs(holds) do
@@ -150,9 +154,9 @@ if op == 'acquire' then
   settle()
   -- pass the wake-up on: more readers, or more permits, may enter now
   if mode == 'r' and redis.call('EXISTS', KEYS[5]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then
-    wake(KEYS[6])
+    wake_r()
   elseif mode == 'p' and n.p < permits() and redis.call('EXISTS', KEYS[3]) == 1 then
-    wake(KEYS[4])
+    wake_w()
   end
   return {'ok', fence, 1, h.exp - now}
 end
@@ -168,7 +172,7 @@ if op == 'release' then
     store(token, mine)
     return {'ok', mine.count}
   end
-  redis.call('HDEL', H, token)
+  redis.call('HDEL', KEYS[1], token)
   holds[token] = nil
   n[mine.mode] = n[mine.mode] - 1
   settle()
@@ -210,11 +214,11 @@ end
 if op == 'force' then
   local removed = 0
   for _ in pairs(holds) do removed = removed + 1 end
-  redis.call('DEL', H)
+  redis.call('DEL', KEYS[1])
   n = {w = 0, r = 0, p = 0}
-  if redis.call('EXISTS', KEYS[3]) == 1 then wake(KEYS[4]) end
-  if redis.call('EXISTS', KEYS[5]) == 1 then wake(KEYS[6]) end
+  if redis.call('EXISTS', KEYS[3]) == 1 then wake_w() end
+  if redis.call('EXISTS', KEYS[5]) == 1 then wake_r() end
   return removed
 end
 
-return redis.error_reply('redislock: unknown hold op ' .. tostring(op))
+return redis.error_reply('redislock - unknown hold op ' .. tostring(op))

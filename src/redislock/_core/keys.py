@@ -10,6 +10,12 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
     P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
     P{N}:wake     wake-up list: a release pushes one element when the marker exists
 
+RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
+``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits``
+(a run-time permit count). FairLock (:class:`FairKeys`) keeps ``P{N}`` and ``P{N}:fence`` as
+Lock and adds ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and one grant list
+``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``).
+
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all four keys is
 the text between the ``{`` after the prefix and the first ``}`` after it: the same for all.

@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""``redislock run NAME -- CMD``: hold a lock while a command runs (like ``flock``)."""
+"""``redislock run NAME -- CMD``: hold a lock while a command runs (like ``flock``).
+
+Every kind goes through one code path: :func:`guard` builds what to hold (a ``Lock``, the
+read or write side of a ``ReadWriteLock``, a ``FairLock``, or one ``Permit`` of a
+``Semaphore``) behind the small :class:`Held` interface that :func:`run_command` uses.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +16,102 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, Final, Protocol
 
 import redis
 
-from redislock.errors import NotOwnedError
+from redislock.errors import AcquireTimeoutError, NotOwnedError, QueueFullError
+from redislock.sync.fair import FairLock
 from redislock.sync.lock import Lock
+from redislock.sync.rlock import ReadWriteLock
+from redislock.sync.semaphore import Semaphore
 
-__all__ = ["run_command"]
+__all__ = ["ENV_FENCING_TOKEN", "KINDS", "Guard", "Held", "guard", "run_command"]
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+ENV_FENCING_TOKEN: Final = "REDISLOCK_FENCING_TOKEN"
+"""The environment variable that gives CMD the fencing token of the hold it runs under."""
+
+KINDS: Final = ("lock", "read", "write", "fair", "permit")
+"""What ``run`` can hold: a Lock, a read or write hold of a ReadWriteLock, a FairLock, or
+one permit of a Semaphore."""
+
+
+class Held(Protocol):
+    """What ``run`` needs of a hold: a Lock, a ReadLock / WriteLock, a FairLock, a Permit."""
+
+    @property
+    def fencing_token(self) -> int | None: ...
+
+    @property
+    def lost(self) -> bool: ...
+
+    def owned(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class _Acquirable(Held, Protocol):
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """How to take one kind of hold: ``take(wait)`` returns the hold, or None if the wait
+    (None: no limit, 0: one try) ended without it. ``what`` names the kind in messages."""
+
+    what: str
+    take: Callable[[float | None], Held | None]
+
+
+def _taker(lock: _Acquirable) -> Callable[[float | None], Held | None]:
+    def take(wait: float | None) -> Held | None:
+        return lock if lock.acquire(timeout=wait) else None
+
+    return take
+
+
+def guard(
+    kind: str,
+    client: redis.Redis,
+    name: str,
+    *,
+    ttl: float,
+    prefix: str,
+    permits: int | None,
+    on_lost: Callable[[Any], object],
+) -> Guard:
+    """The :class:`Guard` of ``kind`` (one of :data:`KINDS`) for ``name``, with a watchdog
+    lease of ``ttl`` seconds; ``permits`` is the semaphore's permit count (``permit``).
+
+    Raises:
+        LockConfigError: an invalid argument (before any I/O).
+    """
+    options: dict[str, Any] = {"watchdog_lease": ttl, "prefix": prefix, "on_lost": on_lost}
+    if kind == "lock":
+        return Guard("lock", _taker(Lock(client, name, **options)))
+    if kind == "fair":
+        return Guard("fair lock", _taker(FairLock(client, name, **options)))
+    if kind in ("read", "write"):
+        rw = ReadWriteLock(client, name, **options)
+        side = rw.read() if kind == "read" else rw.write()
+        return Guard(f"{kind} lock", _taker(side))
+    if kind == "permit":
+        if permits is None:
+            raise ValueError("a permit needs the permit count")
+        semaphore = Semaphore(client, name, permits, **options)
+
+        def take_permit(wait: float | None) -> Held | None:
+            try:
+                return semaphore.acquire(timeout=wait)
+            except AcquireTimeoutError:
+                return None
+
+        return Guard("semaphore", take_permit)
+    raise ValueError(f"unknown kind {kind!r}")
 
 
 def run_command(
@@ -33,11 +123,15 @@ def run_command(
     wait: float | None,
     grace: float,
     prefix: str,
+    kind: str = "lock",
+    permits: int | None = None,
 ) -> int:
     """Acquire ``name`` (watchdog lease of ``ttl`` seconds), run ``cmd``, release.
 
     ``wait``: seconds to wait for the lock (None: no limit, 0: one try). ``grace``: seconds
-    between SIGTERM and SIGKILL when the lease is lost.
+    between SIGTERM and SIGKILL when the lease is lost. ``kind``: what to hold (one of
+    :data:`KINDS`; ``permits``: the permit count of the semaphore). CMD gets the fencing
+    token of the hold in ``$REDISLOCK_FENCING_TOKEN``.
 
     CMD runs in its own process group, so that everything it starts can be stopped together.
     SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are forwarded to that group. When stdin
@@ -49,8 +143,12 @@ def run_command(
         wait timed out; 79 if the lease was lost (CMD and its group were stopped, or it
         finished after the loss); 69 if Redis failed at release; 126/127 if CMD could not
         be started.
+
+    Raises:
+        CliError: ``name`` is in use by another kind of lock (status 64).
+        LockConfigError: an invalid argument (before any I/O).
     """
-    from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE
+    from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
 
     lost = threading.Event()
 
@@ -64,7 +162,7 @@ def run_command(
         # After we were stopped and continued: is the lease still ours? If not, CMD must
         # not run on; stop it (it gets SIGCONT after this, so it can act on the SIGTERM).
         try:
-            if lock.owned():
+            if held is not None and held.owned():
                 return True
         except Exception as exc:  # Redis unreachable: we cannot know, so treat it as lost
             print(f"redislock: cannot check the lease after a stop: {exc}", file=sys.stderr)
@@ -73,9 +171,32 @@ def run_command(
         return False
 
     child = _Child(_terminal(), still_ours)
-    lock = Lock(client, name, watchdog_lease=ttl, prefix=prefix, on_lost=lambda _: stop_child())
-    if not lock.acquire(timeout=wait):
-        print(f"redislock: lock {name!r} is busy", file=sys.stderr)
+    held: Held | None = None
+    how = guard(
+        kind,
+        client,
+        name,
+        ttl=ttl,
+        prefix=prefix,
+        permits=permits,
+        on_lost=lambda _: stop_child(),
+    )
+    try:
+        held = how.take(wait)
+    except QueueFullError as exc:
+        print(f"redislock: {how.what} {name!r} is busy: {exc}", file=sys.stderr)
+        return EXIT_BUSY
+    except redis.exceptions.ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        raise CliError(
+            f"{name!r} is in use by another kind of lock than a {how.what} (Lock and "
+            "FairLock keep a string, RLock, ReadWriteLock and Semaphore a hash): see "
+            f"`redislock inspect {name}`",
+            EXIT_USAGE,
+        ) from exc
+    if held is None:
+        print(f"redislock: {how.what} {name!r} is busy", file=sys.stderr)
         return EXIT_BUSY
     previous: dict[int, Any] = {}
     release_error: Exception | None = None
@@ -89,7 +210,7 @@ def run_command(
         previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, child.on_tstp)
         if not lost.is_set():
             try:
-                child.start(cmd)
+                child.start(cmd, {**os.environ, ENV_FENCING_TOKEN: str(held.fencing_token)})
             except FileNotFoundError:
                 print(f"redislock: command not found: {cmd[0]}", file=sys.stderr)
                 return 127
@@ -104,13 +225,16 @@ def run_command(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         try:
-            lock.release()  # after a loss too: a key that is still ours is freed at once
+            held.release()  # after a loss too: a key that is still ours is freed at once
         except NotOwnedError:
             lost.set()
         except Exception as exc:
             release_error = exc
     if lost.is_set():
-        print(f"redislock: lease of lock {name!r} was lost while the command ran", file=sys.stderr)
+        print(
+            f"redislock: lease of {how.what} {name!r} was lost while the command ran",
+            file=sys.stderr,
+        )
         return EXIT_LOST
     if release_error is not None:
         print(f"redislock: release of {name!r} failed: {release_error}", file=sys.stderr)
@@ -164,8 +288,8 @@ class _Child:
         self.timers: list[threading.Timer] = []
         self.finished = False
 
-    def start(self, cmd: list[str]) -> None:
-        self.proc = subprocess.Popen(cmd, process_group=0)
+    def start(self, cmd: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(cmd, process_group=0, env=env)
         self._give_terminal_if_foreground()
         for sig in self.pending:
             self.send(sig)

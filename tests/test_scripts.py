@@ -381,6 +381,14 @@ def marker(key: str, ms: int = 3000) -> tuple[Arg, ...]:
     return ("SET", key, "1", "PX", ms)
 
 
+WAITER = "e" * 32
+
+
+def waiting(ms: int = 3000, token: str = WAITER) -> tuple[Arg, ...]:
+    """Setup: ``token`` registered as a waiting writer / permit waiter for ``ms`` more."""
+    return ("ZADD", H.wait, At(ms), token)
+
+
 def woken(key: str) -> list[tuple[tuple[Arg, ...], Any]]:
     """Checks: ``key`` holds exactly one wake-up, expiring after wake_ms."""
     return [(("LRANGE", key, 0, -1), ["1"]), (("PTTL", key), Between(WAKE_MS - SLACK, WAKE_MS))]
@@ -890,7 +898,7 @@ CASES = [
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[hold(OTHER, "w"), ttl(H.lock, 5000), ("SET", H.fence, 1)],
         after=[
-            (("GET", H.wait), "1"),
+            (("ZSCORE", H.wait, TOKEN), Clock(1500 - SLACK, 1500 + SLACK)),
             (("PTTL", H.wait), Between(1500 - SLACK, 1500)),
             (("GET", H.fence), "1"),
             (("HEXISTS", H.lock, TOKEN), 0),
@@ -926,8 +934,36 @@ CASES = [
         HOLD,
         acq(mode="r"),
         ["busy", Between(3000 - SLACK, 3000)],  # no hold: the marker's remaining TTL
-        setup=[marker(H.wait, 3000)],
-        after=[(("PTTL", H.wait), Between(3000 - SLACK, 3000)), *absent(H.lock, H.fence)],
+        setup=[waiting(3000)],
+        after=[(("ZSCORE", H.wait, WAITER), Clock(3000 - SLACK, 3000)), *absent(H.lock, H.fence)],
+    ),
+    Case(
+        "hold-w-acquired-stops-counting-as-waiting",
+        "hold",
+        HOLD,
+        acq(mode="w", marker_ms=1500),
+        ["ok", 1, 1, Between(10000 - SLACK, 10000)],
+        setup=[waiting(3000, TOKEN), waiting(3000)],
+        # the writer that got in no longer blocks readers; the other waiter still does
+        after=[(("ZSCORE", H.wait, TOKEN), None), (("ZCARD", H.wait), 1)],
+    ),
+    Case(
+        "hold-r-not-blocked-by-an-expired-waiting-writer",
+        "hold",
+        HOLD,
+        acq(mode="r"),
+        ["ok", 1, 1, Between(10000 - SLACK, 10000)],
+        setup=[waiting(-5)],
+        after=[(("EXISTS", H.wait), 0)],
+    ),
+    Case(
+        "hold-leave",
+        "hold",
+        HOLD,
+        hold_args("leave"),
+        1,
+        setup=[waiting(3000, TOKEN), waiting(3000)],
+        after=[(("ZSCORE", H.wait, TOKEN), None), (("ZCARD", H.wait), 1)],
     ),
     Case(
         "hold-r-blocked-by-waiting-writer-beside-readers",
@@ -935,7 +971,7 @@ CASES = [
         HOLD,
         acq(mode="r", marker_ms=1500),
         ["busy", Between(3000 - SLACK, 3000)],
-        setup=[hold(OTHER, "r", 3000), ttl(H.lock, 3000), marker(H.wait, 3000)],
+        setup=[hold(OTHER, "r", 3000), ttl(H.lock, 3000), waiting(3000)],
         after=[
             (("HEXISTS", H.lock, TOKEN), 0),
             (("GET", H.rwait), "1"),
@@ -952,7 +988,7 @@ CASES = [
             hold(FOURTH, "w", 5000, fence=4),
             ttl(H.lock, 5000),
             ("SET", H.fence, 4),
-            marker(H.wait),
+            waiting(),
             marker(H.rwait),
         ],
         after=[
@@ -969,7 +1005,7 @@ CASES = [
             HOLD,
             acq(mode="r", companion=FOURTH),
             ["busy", Between(3000 - SLACK, 3000)],
-            setup=[*setup, marker(H.wait, 3000)],
+            setup=[*setup, waiting(3000)],
             after=[(("HEXISTS", H.lock, TOKEN), 0)],
         )
         for what, setup in (
@@ -998,7 +1034,7 @@ CASES = [
             hold(THIRD, "p", 5000, fence=2),
             ttl(H.lock, 5000),
             ("SET", H.fence, 2),
-            marker(H.wait),
+            waiting(),
         ],
         after=[
             (("HLEN", H.lock), 3),
@@ -1012,7 +1048,7 @@ CASES = [
         HOLD,
         acq(mode="p", permits=3),
         ["ok", 2, 1, 10000],
-        setup=[hold(OTHER, "p"), ttl(H.lock, 5000), ("SET", H.fence, 1), marker(H.wait)],
+        setup=[hold(OTHER, "p"), ttl(H.lock, 5000), ("SET", H.fence, 1), waiting()],
         after=[*woken(H.wake), *absent(H.rwake)],
     ),
     Case(
@@ -1030,7 +1066,10 @@ CASES = [
         after=[
             (("HEXISTS", H.lock, TOKEN), 0),
             (("GET", H.fence), "2"),
-            (("GET", H.wait), "1"),  # a permit waiter uses the w/p marker
+            (
+                ("ZSCORE", H.wait, TOKEN),
+                Clock(1500 - SLACK, 1500 + SLACK),
+            ),  # a permit waiter uses the w/p marker
             (("PTTL", H.wait), Between(1500 - SLACK, 1500)),
             *absent(H.rwait),
         ],
@@ -1089,7 +1128,7 @@ CASES = [
         HOLD,
         hold_args("release"),
         ["ok", 1],
-        setup=[hold(count=2, fence=3), ttl(H.lock, 5000), marker(H.wait)],
+        setup=[hold(count=2, fence=3), ttl(H.lock, 5000), waiting()],
         after=[
             (("HGET", H.lock, TOKEN), HoldValue("w", 1, 3, 5000, 5000)),
             (("PTTL", H.lock), Between(5000 - SLACK, 5000)),
@@ -1114,7 +1153,7 @@ CASES = [
         setup=[
             hold(mode="r"),
             ttl(H.lock, 5000),
-            marker(H.wait),
+            waiting(),
             marker(H.rwait),
             ("RPUSH", H.wake, "x", "y"),
         ],
@@ -1130,7 +1169,7 @@ CASES = [
             hold(TOKEN, "r", 9000),
             hold(OTHER, "r", 5000),
             ttl(H.lock, 9000),
-            marker(H.wait),
+            waiting(),
             marker(H.rwait),
         ],
         after=[
@@ -1146,7 +1185,7 @@ CASES = [
         HOLD,
         hold_args("release"),
         ["ok", 0],
-        setup=[hold(TOKEN, "w"), hold(FOURTH, "r"), ttl(H.lock, 5000), marker(H.wait)],
+        setup=[hold(TOKEN, "w"), hold(FOURTH, "r"), ttl(H.lock, 5000), waiting()],
         after=[(("HLEN", H.lock), 1), *absent(H.wake, H.rwake)],
     ),
     Case(
@@ -1173,7 +1212,7 @@ CASES = [
         HOLD,
         hold_args("release", mode="p", permits=2),
         ["ok", 0],
-        setup=[hold(mode="p"), hold(OTHER, "p"), ttl(H.lock, 5000), marker(H.wait)],
+        setup=[hold(mode="p"), hold(OTHER, "p"), ttl(H.lock, 5000), waiting()],
         after=[*woken(H.wake), (("HLEN", H.lock), 1)],
     ),
     Case(
@@ -1188,7 +1227,7 @@ CASES = [
             hold(THIRD, "p"),
             ttl(H.lock, 5000),
             ("SET", H.permits, 1),
-            marker(H.wait),
+            waiting(),
         ],
         after=[(("HLEN", H.lock), 2), *absent(H.wake)],
     ),
@@ -1202,7 +1241,7 @@ CASES = [
             hold(OTHER, "w", 5000, count=2, fence=6),
             ttl(H.lock, 5000),
             ("SET", H.fence, 6),
-            marker(H.wait),
+            waiting(),
             marker(H.rwait),
         ],
         after=[
@@ -1210,7 +1249,7 @@ CASES = [
             (("HLEN", H.lock), 1),
             (("PTTL", H.lock), Between(5000 - SLACK, 5000)),
             (("GET", H.fence), "6"),
-            (("PTTL", H.wait), Between(3000 - SLACK, 3000)),
+            (("ZSCORE", H.wait, WAITER), Clock(3000 - SLACK, 3000)),
             *absent(H.wake, H.rwake),
         ],
     ),
@@ -1377,7 +1416,7 @@ CASES = [
             hold(THIRD, "w", -1000),  # already over: not counted
             ttl(H.lock, 5000),
             ("SET", H.fence, 8),
-            marker(H.wait),
+            waiting(),
             marker(H.rwait),
         ],
         after=[*woken(H.wake), *woken(H.rwake), (("GET", H.fence), "8"), *absent(H.lock)],

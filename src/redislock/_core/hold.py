@@ -182,6 +182,8 @@ class HoldCore(LockCore):
                     raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
                 now = time.monotonic()
                 if marker_ms == 0 or (deadline is not None and now >= deadline):
+                    if marker_ms and self.mode != "r":  # no longer counts as waiting
+                        yield self._op("leave", token)
                     self.counters.failed_acquisitions += 1
                     self.counters.total_wait += now - start
                     return False

@@ -13,17 +13,20 @@
 --                       Expired holds are removed by the next script that reads the hash; the
 --                       key's own TTL always covers the latest lease, so it vanishes with it.
 -- KEYS[2] fence key     integer counter, INCR once per new hold (not per re-entry), never expires
--- KEYS[3] wait marker   a w/p waiter is waiting (for ReadWriteLock: a writer; it blocks new readers)
+-- KEYS[3] waiters       sorted set: token of each waiting w/p waiter -> server time (ms) its
+--                       entry ends (refreshed by every failed try, removed when it gets in or
+--                       leaves). For ReadWriteLock these are writers: while one waits, new
+--                       readers wait too (writer preference).
 -- KEYS[4] wake list     one element is pushed when a w/p waiter may now succeed
 -- KEYS[5] rwait marker  a reader is waiting
 -- KEYS[6] rwake list    one element is pushed when a reader may now succeed
 -- KEYS[7] permits key   Semaphore: the permit count set at run time (no TTL); absent: ARGV[9]
--- ARGV[1] op            acquire | release | extend | status | count | force
+-- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)
 -- ARGV[4] ms            acquire: lease, milliseconds (>= 1); extend: milliseconds (>= 1)
 -- ARGV[5] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>" (acquire)
--- ARGV[6] marker_ms     acquire: milliseconds a failed try keeps its waiting marker; 0: single try
+-- ARGV[6] marker_ms     acquire: milliseconds a failed try stays registered as waiting; 0: single try
 -- ARGV[7] reenter       acquire: "1" if the caller already holds (re-entry); "0" for a new hold
 -- ARGV[8] companion     acquire r: the caller's own write token ("" if none): a writer may
 --                       take a read hold beside its write hold (downgrade)
@@ -40,6 +43,7 @@
 --   extend   {"ok", lease_ms}               this hold's new remaining lease
 --            {"gone", 0}
 --   status   {"ok", lease_ms, fence, count, mode} | {"gone", 0, 0, 0, ""}
+--   leave    1 (the waiter ARGV[2] gave up: it no longer counts as waiting)
 --   count    {writers, readers, permits held, permit count}   live holds of each mode
 --   force    number of holds removed (operator override; wakes every kind of waiter)
 local op, token = ARGV[1], ARGV[2]
@@ -98,9 +102,15 @@ local function permits()
   return tonumber(redis.call('GET', KEYS[7]) or ARGV[9])
 end
 
+-- whether a live w/p waiter (for ReadWriteLock: a writer) is registered
+local function writers_wait()
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  return redis.call('ZCARD', KEYS[3]) > 0
+end
+
 -- after a hold ended: wake whoever may now succeed (writers first: writer preference)
 local function wake_waiters()
-  local writer_waits = redis.call('EXISTS', KEYS[3]) == 1
+  local writer_waits = writers_wait()
   if writer_waits and n.w == 0 and n.r == 0 and (n.p == 0 or n.p < permits()) then
     wake_w()
   elseif n.w == 0 and not writer_waits and redis.call('EXISTS', KEYS[5]) == 1 then
@@ -129,7 +139,7 @@ if op == 'acquire' then
     blocked = n.w + n.r + n.p > 0
   elseif mode == 'r' then
     local own_write = ARGV[8] ~= '' and holds[ARGV[8]] ~= nil and holds[ARGV[8]].mode == 'w'
-    blocked = not own_write and (n.w > 0 or redis.call('EXISTS', KEYS[3]) == 1)
+    blocked = not own_write and (n.w > 0 or writers_wait())
   else
     blocked = n.w + n.r > 0 or n.p >= permits()
   end
@@ -137,13 +147,17 @@ if op == 'acquire' then
     if ARGV[6] ~= '0' and mode == 'r' then
       redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
     elseif ARGV[6] ~= '0' then
-      redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
+      redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), token)
+      redis.call('PEXPIRE', KEYS[3], ARGV[6])
     end
     local hint = -1
     for _, h in pairs(holds) do
       if hint < 0 or h.exp - now < hint then hint = h.exp - now end
     end
-    if hint < 0 then hint = redis.call('PTTL', KEYS[3]) end
+    if hint < 0 then  -- blocked only by waiting writers: until the last entry ends
+      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+      if #last > 0 then hint = tonumber(last[2]) - now end
+    end
     return {'busy', hint}
   end
   local fence = redis.call('INCR', KEYS[2])
@@ -152,10 +166,11 @@ if op == 'acquire' then
   n[mode] = n[mode] + 1
   store(token, h)
   settle()
+  if mode ~= 'r' then redis.call('ZREM', KEYS[3], token) end
   -- pass the wake-up on: more readers, or more permits, may enter now
-  if mode == 'r' and redis.call('EXISTS', KEYS[5]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then
+  if mode == 'r' and redis.call('EXISTS', KEYS[5]) == 1 and not writers_wait() then
     wake_r()
-  elseif mode == 'p' and n.p < permits() and redis.call('EXISTS', KEYS[3]) == 1 then
+  elseif mode == 'p' and n.p < permits() and writers_wait() then
     wake_w()
   end
   return {'ok', fence, 1, h.exp - now}
@@ -207,6 +222,11 @@ if op == 'status' then
   return {'ok', mine.exp - now, tonumber(mine.fence), mine.count, mine.mode}
 end
 
+if op == 'leave' then
+  redis.call('ZREM', KEYS[3], token)
+  return 1
+end
+
 if op == 'count' then
   return {n.w, n.r, n.p, permits()}
 end
@@ -216,7 +236,7 @@ if op == 'force' then
   for _ in pairs(holds) do removed = removed + 1 end
   redis.call('DEL', KEYS[1])
   n = {w = 0, r = 0, p = 0}
-  if redis.call('EXISTS', KEYS[3]) == 1 then wake_w() end
+  if writers_wait() then wake_w() end
   if redis.call('EXISTS', KEYS[5]) == 1 then wake_r() end
   return removed
 end

@@ -23,6 +23,7 @@ from redislock.aio._driver import run
 from redislock.aio.renewer import renewer
 from redislock.errors import (
     AcquireTimeoutError,
+    LockLostError,
     LockUpgradeError,
     LockUsageError,
     NotOwnedError,
@@ -81,12 +82,12 @@ class _Reentrant(LockBase):
         return unit
 
     def _mine(self) -> LockCore:
-        task = asyncio.current_task()
+        task = _current_task()
         unit = None if task is None else self._units.get(task)
         return self._core if unit is None else unit._core
 
     def _forget(self) -> None:
-        key = asyncio.current_task()
+        key = _current_task()
         unit = None if key is None else self._units.get(key)
         if key is not None and unit is not None and unit._core.holding is None:
             del self._units[key]
@@ -129,11 +130,13 @@ class _Reentrant(LockBase):
         unit = self._unit()
         core = unit._core
         assert isinstance(core, HoldCore)
-        h = core.live()
-        if h is not None:
+        h = core.current()
+        if h is not None:  # re-entry; a lost hold stays the task's until it releases
+            if h.lost:
+                raise LockLostError(self.name, h.lost_reason)
             return await _safe.reenter(self._client, core, h)
-        self._before_acquire()
         try:
+            self._before_acquire()
             return await _safe.acquire(
                 unit, core, core.acquire_flow(wait, blocking, self._companion())
             )
@@ -390,6 +393,15 @@ class AsyncReadWriteLock:
 
     def __repr__(self) -> str:
         return f"<AsyncReadWriteLock {self.name!r} {self._reader!r} {self._writer!r}>"
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    """The running task, or None (also outside a running event loop: local, I/O-free
+    accessors such as ``repr()`` and ``hold_count()`` must work anywhere)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def _task() -> asyncio.Task[Any]:

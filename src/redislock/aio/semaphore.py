@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, final
@@ -201,9 +202,10 @@ class AsyncSemaphore(LockBase):
                 was free).
             redis.exceptions.RedisError: Redis failed.
         """
+        start = time.monotonic()
         permit = await self._take(blocking, timeout)
         if permit is None:
-            raise AcquireTimeoutError(self.name, self.statistics().total_wait)
+            raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return permit
 
     async def try_acquire(self) -> AsyncPermit | None:

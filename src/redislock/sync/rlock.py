@@ -17,7 +17,12 @@ from redislock._core import validate
 from redislock._core.hold import HoldCore
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
-from redislock.errors import AcquireTimeoutError, LockUpgradeError, NotOwnedError
+from redislock.errors import (
+    AcquireTimeoutError,
+    LockLostError,
+    LockUpgradeError,
+    NotOwnedError,
+)
 from redislock.sync._driver import run
 from redislock.sync.renewer import renewer
 
@@ -118,11 +123,13 @@ class _Reentrant(LockBase):
         unit = self._unit()
         core = unit._core
         assert isinstance(core, HoldCore)
-        h = core.live()
-        if h is not None:
+        h = core.current()
+        if h is not None:  # re-entry; a lost hold stays the thread's until it releases
+            if h.lost:
+                raise LockLostError(self.name, h.lost_reason)
             return run(self._client, core.reenter_flow(h))
-        self._before_acquire()
         try:
+            self._before_acquire()
             ok = run(self._client, core.acquire_flow(wait, blocking, self._companion()))
         finally:
             self._forget()

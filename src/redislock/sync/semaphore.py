@@ -207,9 +207,10 @@ class Semaphore(LockBase):
                 was free).
             redis.exceptions.RedisError: Redis failed.
         """
+        start = time.monotonic()
         permit = self._take(blocking, timeout)
         if permit is None:
-            raise AcquireTimeoutError(self.name, self.statistics().total_wait)
+            raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return permit
 
     def try_acquire(self) -> Permit | None:

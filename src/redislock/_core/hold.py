@@ -162,7 +162,7 @@ class HoldCore(LockCore):
                     reply = yield op
                 except Exception:
                     with contextlib.suppress(Exception):  # the script may have run: undo it
-                        yield self._op("release", token)
+                        yield from self.abandon_flow(token)
                     raise
                 status = as_str(reply[0])
                 if status == "ok":
@@ -195,7 +195,12 @@ class HoldCore(LockCore):
                     block = min(block, deadline - now)
                 if self.max_block is not None:
                     block = min(block, self.max_block)
-                yield BlockPop(wake, max(block, 0.001))
+                try:
+                    yield BlockPop(wake, max(block, 0.001))
+                except Exception:
+                    with contextlib.suppress(Exception):
+                        yield from self.abandon_flow(token)
+                    raise
         finally:
             self.pending_token = None
 
@@ -228,6 +233,13 @@ class HoldCore(LockCore):
 
     def _release_op(self, token: str) -> Eval:
         return self._op("release", token)
+
+    def abandon_flow(self, token: str) -> Flow[None]:
+        """After a cancelled or failed acquire: remove a hold the script may have made, and
+        stop counting as a waiting writer (which would keep new readers out)."""
+        yield self._op("release", token)
+        if self.mode != "r":
+            yield self._op("leave", token)
 
     def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
         sent = time.monotonic()

@@ -148,7 +148,9 @@ if op == 'acquire' then
       redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
     elseif ARGV[6] ~= '0' then
       redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), token)
-      redis.call('PEXPIRE', KEYS[3], ARGV[6])
+      if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[6]) then  -- never cut another's entry
+        redis.call('PEXPIRE', KEYS[3], ARGV[6])
+      end
     end
     local hint = -1
     for _, h in pairs(holds) do

@@ -3,20 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, final
+from typing import final
 
-from redislock._core.fair import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
-from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
-from redislock._fairbase import fair_init
+from redislock._fairbase import FairMixin
 from redislock.sync.lock import Lock
 
 __all__ = ["FairLock"]
 
 
 @final
-class FairLock(Lock):
+class FairLock(FairMixin, Lock):
     """A mutex that grants the lock in strict arrival order: the API of :class:`Lock`.
 
     Each waiter joins a queue in Redis and keeps a short *waiter lease* (``waiter_lease``
@@ -46,35 +42,3 @@ class FairLock(Lock):
     """
 
     __slots__ = ()
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-        waiter_lease: float = DEFAULT_WAITER_LEASE,
-        queue_max: int = DEFAULT_QUEUE_MAX,
-    ) -> None:
-        fair_init(
-            self,
-            client,
-            name,
-            ttl=ttl,
-            on_lost=on_lost,
-            timeout=timeout,
-            watchdog_lease=watchdog_lease,
-            renew_interval=renew_interval,
-            max_lease=max_lease,
-            recheck_interval=recheck_interval,
-            prefix=prefix,
-            waiter_lease=waiter_lease,
-            queue_max=queue_max,
-        )

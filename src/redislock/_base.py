@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import (
@@ -18,7 +18,7 @@ from redislock._core.lock import (
 )
 from redislock.errors import LockConfigError
 
-__all__ = ["LockBase", "Renewable", "Unit"]
+__all__ = ["LockBase", "ReadWriteBase", "Renewable", "Unit"]
 
 
 def _socket_timeout(client: Any) -> float | None:
@@ -170,3 +170,63 @@ class LockBase:
             tag = token_tag(h.token)
             state = f"{'lost' if h.lost else 'held'} fence={h.fence} token~{tag}"
         return f"<{type(self).__name__} {self.name!r} {state}>"
+
+
+R = TypeVar("R", bound=LockBase)
+W = TypeVar("W", bound=LockBase)
+
+
+class ReadWriteBase(Generic[R, W]):
+    """What ``ReadWriteLock`` and ``AsyncReadWriteLock`` share: two sides over one name,
+    built with the same options, each knowing the other (for downgrade and upgrade checks).
+    """
+
+    __slots__ = ("__weakref__", "_reader", "_writer")
+    _sides: ClassVar[tuple[type[Any], type[Any]]]
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        options: dict[str, Any] = {
+            "ttl": ttl,
+            "on_lost": on_lost,
+            "timeout": timeout,
+            "watchdog_lease": watchdog_lease,
+            "renew_interval": renew_interval,
+            "max_lease": max_lease,
+            "recheck_interval": recheck_interval,
+            "prefix": prefix,
+        }
+        reader_type, writer_type = self._sides
+        reader: Any = reader_type(client, name, _mode="r", **options)
+        writer: Any = writer_type(client, name, _mode="w", **options)
+        reader._rw = writer._rw = self
+        self._reader: R = reader
+        self._writer: W = writer
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._reader.name
+
+    def read(self) -> R:
+        """The read side (the same object every call); use it as a context manager."""
+        return self._reader
+
+    def write(self) -> W:
+        """The write side (the same object every call); use it as a context manager."""
+        return self._writer
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self._reader!r} {self._writer!r}>"

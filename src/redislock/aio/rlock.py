@@ -13,7 +13,7 @@ from typing import Any, Self, final
 import redis.asyncio
 import redis.asyncio.cluster
 
-from redislock._base import LockBase, Unit
+from redislock._base import LockBase, ReadWriteBase, Unit
 from redislock._core import validate
 from redislock._core.hold import HoldCore
 from redislock._core.keys import DEFAULT_PREFIX
@@ -318,7 +318,7 @@ class AsyncWriteLock(_Reentrant):
             )
 
 
-class AsyncReadWriteLock:
+class AsyncReadWriteLock(ReadWriteBase[AsyncReadLock, AsyncWriteLock]):
     """The asyncio flavour of :class:`~redislock.ReadWriteLock` (holds per asyncio task):
     many readers or one writer, in one hash key (cluster-safe).
 
@@ -347,52 +347,8 @@ class AsyncReadWriteLock:
         LockConfigError: any invalid argument (before any I/O).
     """
 
-    __slots__ = ("__weakref__", "_reader", "_writer")
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-    ) -> None:
-        options: dict[str, Any] = {
-            "ttl": ttl,
-            "on_lost": on_lost,
-            "timeout": timeout,
-            "watchdog_lease": watchdog_lease,
-            "renew_interval": renew_interval,
-            "max_lease": max_lease,
-            "recheck_interval": recheck_interval,
-            "prefix": prefix,
-        }
-        self._reader = AsyncReadLock(client, name, _mode="r", **options)
-        self._writer = AsyncWriteLock(client, name, _mode="w", **options)
-        self._reader._rw = self
-        self._writer._rw = self
-
-    @property
-    def name(self) -> str:
-        """The lock name."""
-        return self._reader.name
-
-    def read(self) -> AsyncReadLock:
-        """The read side (the same object every call): use as ``async with rw.read():``."""
-        return self._reader
-
-    def write(self) -> AsyncWriteLock:
-        """The write side (the same object every call): use as ``async with rw.write():``."""
-        return self._writer
-
-    def __repr__(self) -> str:
-        return f"<AsyncReadWriteLock {self.name!r} {self._reader!r} {self._writer!r}>"
+    __slots__ = ()
+    _sides = (AsyncReadLock, AsyncWriteLock)
 
 
 def _current_task() -> asyncio.Task[Any] | None:

@@ -12,7 +12,7 @@ from typing import Any, Self, final
 import redis
 import redis.cluster
 
-from redislock._base import LockBase, Unit
+from redislock._base import LockBase, ReadWriteBase, Unit
 from redislock._core import validate
 from redislock._core.hold import HoldCore
 from redislock._core.keys import DEFAULT_PREFIX
@@ -318,7 +318,7 @@ class WriteLock(_Reentrant):
             )
 
 
-class ReadWriteLock:
+class ReadWriteLock(ReadWriteBase[ReadLock, WriteLock]):
     """Many readers or one writer, in one hash key (cluster-safe).
 
     Every reader's hold has its own lease, so a crashed reader frees its share when its
@@ -346,49 +346,5 @@ class ReadWriteLock:
         LockConfigError: any invalid argument (before any I/O).
     """
 
-    __slots__ = ("__weakref__", "_reader", "_writer")
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-    ) -> None:
-        options: dict[str, Any] = {
-            "ttl": ttl,
-            "on_lost": on_lost,
-            "timeout": timeout,
-            "watchdog_lease": watchdog_lease,
-            "renew_interval": renew_interval,
-            "max_lease": max_lease,
-            "recheck_interval": recheck_interval,
-            "prefix": prefix,
-        }
-        self._reader = ReadLock(client, name, _mode="r", **options)
-        self._writer = WriteLock(client, name, _mode="w", **options)
-        self._reader._rw = self
-        self._writer._rw = self
-
-    @property
-    def name(self) -> str:
-        """The lock name."""
-        return self._reader.name
-
-    def read(self) -> ReadLock:
-        """The read side (the same object every call): use as ``with rw.read():``."""
-        return self._reader
-
-    def write(self) -> WriteLock:
-        """The write side (the same object every call): use as ``with rw.write():``."""
-        return self._writer
-
-    def __repr__(self) -> str:
-        return f"<ReadWriteLock {self.name!r} {self._reader!r} {self._writer!r}>"
+    __slots__ = ()
+    _sides = (ReadLock, WriteLock)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+from redislock._core.hold import HoldCore, check_permits, permit_id
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import (
     DEFAULT_RECHECK,
@@ -18,7 +19,7 @@ from redislock._core.lock import (
 )
 from redislock.errors import LockConfigError
 
-__all__ = ["LockBase", "ReadWriteBase", "Renewable", "Unit"]
+__all__ = ["LockBase", "PermitBase", "ReadWriteBase", "Renewable", "SemaphoreBase", "Unit"]
 
 
 def _socket_timeout(client: Any) -> float | None:
@@ -230,3 +231,70 @@ class ReadWriteBase(Generic[R, W]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self._reader!r} {self._writer!r}>"
+
+
+class PermitBase(LockBase):
+    """What ``Permit`` and ``AsyncPermit`` share: built by their semaphore, and an id."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _of(cls, client: Any, core: HoldCore) -> Self:
+        permit = cls.__new__(cls)
+        permit._client = client
+        permit._core = core
+        return permit
+
+    @property
+    def id(self) -> str:
+        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret);
+        empty once released."""
+        h = self._core.current()
+        return "" if h is None else permit_id(h.token)
+
+
+class SemaphoreBase(LockBase):
+    """What ``Semaphore`` and ``AsyncSemaphore`` share: construction and local state."""
+
+    __slots__ = ()
+    _core: HoldCore
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        permits: int,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        recheck_interval: float = DEFAULT_RECHECK,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            on_lost=on_lost,
+            timeout=timeout,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            recheck_interval=recheck_interval,
+            prefix=prefix,
+        )
+        count = check_permits(permits)
+        assert count is not None
+        self._core = HoldCore.for_mode(self._core, "p", count)
+
+    @property
+    def permits(self) -> int:
+        """The permit count this object was built with (Redis may hold another: see
+        ``set_permits()``)."""
+        return self._core.permits
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} permits={self.permits}>"

@@ -61,11 +61,18 @@ class FairCore(LockCore):
         core.fkeys = FairKeys.of(base.keys.lock)
         return core
 
-    def _fair(self, op: str, token: str, *extra: str | int) -> Eval:
+    def _fair(
+        self,
+        op: str,
+        token: str,
+        lease_ms: str | int = "",
+        meta: str = "",
+        waiter_ms: str | int = "",
+        queue_max: str | int = "",
+    ) -> Eval:
+        """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
         k = self.fkeys
-        args: tuple[str | int, ...] = (op, token, *extra)
-        if len(args) < 7:
-            args = (*args, *([""] * (6 - len(args))), k.grant_prefix)
+        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
         return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from redislock.errors import (
     UnexpectedReplyError,
 )
 
-__all__ = ["MODES", "HoldCore", "check_permits"]
+__all__ = ["MODES", "HoldCore", "check_permits", "permit_id"]
 
 _HOLD = SCRIPTS["hold"]
 _NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "")
@@ -55,6 +56,11 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
     if not 1 <= value <= MAX_PERMITS:
         raise LockConfigError(f"permits must be between 1 and {MAX_PERMITS}, got {value}")
     return value
+
+
+def permit_id(token: str) -> str:
+    """A permit's public id: 16 hex digits of SHA-256 of its owner token (not a secret)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 @dataclass(slots=True)
@@ -293,6 +299,16 @@ class HoldCore(LockCore):
         reply = yield self._op("count", "")
         w, r, p, limit = (as_int(x) for x in reply)
         return w, r, p, limit
+
+    def available_flow(self) -> Flow[int]:
+        """Permits free now: the permit count minus the live permits (never below 0)."""
+        _, _, held, limit = yield from self.count_flow()
+        return max(0, limit - held)
+
+    def set_permits_flow(self, count: int | None) -> Flow[None]:
+        """Store a run-time permit count for every client (no TTL), or with None remove it."""
+        key = self.hkeys.permits
+        yield Call(("DEL", key) if count is None else ("SET", key, count))
 
     def force_flow(self) -> Flow[int]:
         """Operator override: remove every hold and wake every waiter; returns how many."""

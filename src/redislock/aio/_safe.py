@@ -24,7 +24,7 @@ from redislock.errors import NotOwnedError
 if TYPE_CHECKING:
     from redislock._base import Renewable
 
-__all__ = ["acquire", "reenter", "release", "shielded"]
+__all__ = ["acquire", "adopt", "reenter", "release", "shielded"]
 
 
 async def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
@@ -48,6 +48,14 @@ async def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
     if ok and h is not None and core.watchdog:
         renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
     return ok
+
+
+async def adopt(unit: Renewable, core: LockCore, token: str) -> None:
+    """Take over the hold of ``token``; a watchdog hold is renewed from now on."""
+    await run(unit._client, core.adopt_flow(token))
+    h = core.holding
+    if core.watchdog and h is not None:
+        renewer().schedule(unit, h, time.monotonic())
 
 
 async def shielded(client: Any, flow: Flow[Any]) -> Any:

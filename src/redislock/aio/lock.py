@@ -15,7 +15,6 @@ from redislock._base import LockBase
 from redislock._core import validate
 from redislock.aio import _safe
 from redislock.aio._driver import run
-from redislock.aio.renewer import renewer
 from redislock.errors import AcquireTimeoutError
 
 __all__ = ["AsyncLock"]
@@ -131,10 +130,7 @@ class AsyncLock(LockBase):
             NotOwnedError: no current hold has that token.
             redis.exceptions.RedisError: Redis failed.
         """
-        await run(self._client, self._core.adopt_flow(token))
-        h = self._core.holding
-        if self._core.watchdog and h is not None:
-            renewer().schedule(self, h, time.monotonic())
+        await _safe.adopt(self, self._core, token)
 
     async def __aenter__(self) -> Self:
         start = time.monotonic()

@@ -20,7 +20,6 @@ from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
 from redislock.aio import _safe
 from redislock.aio._driver import run
-from redislock.aio.renewer import renewer
 from redislock.errors import (
     AcquireTimeoutError,
     LockLostError,
@@ -231,12 +230,9 @@ class _Reentrant(LockBase):
         unit = self._unit()
         core = unit._core
         try:
-            await run(self._client, core.adopt_flow(token))
+            await _safe.adopt(unit, core, token)
         finally:
             self._forget()
-        h = core.holding
-        if core.watchdog and h is not None:
-            renewer().schedule(unit, h, time.monotonic())
 
     async def __aenter__(self) -> Self:
         start = time.monotonic()

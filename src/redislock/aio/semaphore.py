@@ -3,21 +3,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self, final
+from typing import Self, final
 
 import redis.asyncio
 import redis.asyncio.cluster
 
-from redislock._base import LockBase
+from redislock._base import PermitBase, SemaphoreBase
 from redislock._core import validate
-from redislock._core.hold import HoldCore, check_permits
-from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
-from redislock._core.ops import Call, Flow
+from redislock._core.hold import check_permits
 from redislock.aio import _safe
 from redislock.aio._driver import run
 from redislock.errors import AcquireTimeoutError
@@ -26,7 +21,7 @@ __all__ = ["AsyncPermit", "AsyncSemaphore"]
 
 
 @final
-class AsyncPermit(LockBase):
+class AsyncPermit(PermitBase):
     """One acquired permit of an :class:`AsyncSemaphore` (returned by ``acquire()``).
 
     It has its own owner token, fencing token and lease (renewed by the watchdog when the
@@ -34,19 +29,6 @@ class AsyncPermit(LockBase):
     """
 
     __slots__ = ()
-
-    @classmethod
-    def _of(cls, client: Any, core: HoldCore) -> AsyncPermit:
-        permit = cls.__new__(cls)
-        permit._client = client
-        permit._core = core
-        return permit
-
-    @property
-    def id(self) -> str:
-        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret)."""
-        h = self._core.current()
-        return "" if h is None else _permit_id(h.token)
 
     async def release(self) -> None:
         """Give the permit back (owner-checked, one round trip) and wake one waiter.
@@ -108,12 +90,8 @@ class AsyncPermit(LockBase):
             exc.add_note(f"redislock: releasing a permit of {self.name!r} also failed: {err!r}")
 
 
-def _permit_id(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()[:16]
-
-
 @final
-class AsyncSemaphore(LockBase):
+class AsyncSemaphore(SemaphoreBase):
     """The asyncio flavour of :class:`~redislock.Semaphore`: at most N permits at once.
 
     Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
@@ -145,44 +123,6 @@ class AsyncSemaphore(LockBase):
     _client_hint = "a redis.asyncio.Redis or redis.asyncio.RedisCluster (for sync use Semaphore)"
 
     __slots__ = ()
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        permits: int,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-    ) -> None:
-        count = check_permits(permits)
-        super().__init__(
-            client,
-            name,
-            ttl=ttl,
-            on_lost=on_lost,
-            timeout=timeout,
-            watchdog_lease=watchdog_lease,
-            renew_interval=renew_interval,
-            max_lease=max_lease,
-            recheck_interval=recheck_interval,
-            prefix=prefix,
-        )
-        assert count is not None
-        self._core = HoldCore.for_mode(self._core, "p", count)
-
-    @property
-    def permits(self) -> int:
-        """The permit count this object was built with (Redis may hold another: see
-        :meth:`set_permits`)."""
-        assert isinstance(self._core, HoldCore)
-        return self._core.permits
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> AsyncPermit:
         """Take one permit, waiting up to ``timeout`` seconds (cancel-safe: a permit the
@@ -218,7 +158,6 @@ class AsyncSemaphore(LockBase):
 
     async def _take(self, blocking: bool, timeout: float | None) -> AsyncPermit | None:
         wait = self._core.check_acquire_args(blocking, timeout)
-        assert isinstance(self._core, HoldCore)
         core = self._core.sibling()
         permit = AsyncPermit._of(self._client, core)
         if not await _safe.acquire(permit, core, core.acquire_flow(wait, blocking)):
@@ -231,9 +170,7 @@ class AsyncSemaphore(LockBase):
         Raises:
             redis.exceptions.RedisError: Redis failed.
         """
-        assert isinstance(self._core, HoldCore)
-        _, _, held, limit = await run(self._client, self._core.count_flow())
-        return max(0, limit - held)
+        return await run(self._client, self._core.available_flow())
 
     async def set_permits(self, permits: int | None) -> None:
         """Store a permit count in Redis for every client of this name (no TTL), or with
@@ -245,10 +182,7 @@ class AsyncSemaphore(LockBase):
             redis.exceptions.RedisError: Redis failed.
         """
         count = check_permits(permits, allow_none=True)
-        assert isinstance(self._core, HoldCore)
-        key = self._core.hkeys.permits
-        args: tuple[str | int, ...] = ("DEL", key) if count is None else ("SET", key, count)
-        await run(self._client, _call(args))
+        await run(self._client, self._core.set_permits_flow(count))
 
     async def locked(self) -> bool:
         """Whether any permit is held now (one round trip).
@@ -257,10 +191,3 @@ class AsyncSemaphore(LockBase):
             redis.exceptions.RedisError: Redis failed.
         """
         return await run(self._client, self._core.locked_flow())
-
-    def __repr__(self) -> str:
-        return f"<AsyncSemaphore {self.name!r} permits={self.permits}>"
-
-
-def _call(args: tuple[str | int, ...]) -> Flow[object]:
-    return (yield Call(args))

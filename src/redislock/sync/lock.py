@@ -13,8 +13,8 @@ import redis.cluster
 from redislock._base import LockBase
 from redislock._core import validate
 from redislock.errors import AcquireTimeoutError
+from redislock.sync import _steps
 from redislock.sync._driver import run
-from redislock.sync.renewer import renewer
 
 __all__ = ["Lock"]
 
@@ -83,12 +83,7 @@ class Lock(LockBase):
             redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM).
         """
         wait = self._core.check_acquire_args(blocking, timeout)
-        ok = run(self._client, self._core.acquire_flow(wait, blocking))
-        if ok and self._core.watchdog:
-            h = self._core.holding
-            assert h is not None
-            renewer().schedule(self, h, h.acquired_at + self._core.renew_interval)
-        return ok
+        return _steps.acquire(self, self._core, self._core.acquire_flow(wait, blocking))
 
     def release(self) -> None:
         """Release the lock if this object still holds it (compare-and-delete, one round trip).
@@ -102,14 +97,7 @@ class Lock(LockBase):
             redis.exceptions.RedisError: Redis failed; the object still holds the lock and
                 release may be retried.
         """
-        h = self._core.require_holding(allow_lost=True)
-        h.closing = True
-        try:
-            run(self._client, self._core.release_flow(h))
-        except Exception:
-            if self._core.release_failed(h):  # no reply: the lock may still be ours
-                renewer().schedule(self, h, time.monotonic())
-            raise
+        _steps.release(self, self._core, self._core.require_holding(allow_lost=True))
 
     def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen the lease of the current hold (owner-checked, one round trip).
@@ -168,10 +156,7 @@ class Lock(LockBase):
             NotOwnedError: no current hold has that token.
             redis.exceptions.RedisError: Redis failed.
         """
-        run(self._client, self._core.adopt_flow(token))
-        h = self._core.holding
-        if self._core.watchdog and h is not None:
-            renewer().schedule(self, h, time.monotonic())
+        _steps.adopt(self, self._core, token)
 
     def __enter__(self) -> Self:
         start = time.monotonic()

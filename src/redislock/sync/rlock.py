@@ -23,8 +23,8 @@ from redislock.errors import (
     LockUpgradeError,
     NotOwnedError,
 )
+from redislock.sync import _steps
 from redislock.sync._driver import run
-from redislock.sync.renewer import renewer
 
 __all__ = ["RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
@@ -130,13 +130,9 @@ class _Reentrant(LockBase):
             return run(self._client, core.reenter_flow(h))
         try:
             self._before_acquire()
-            ok = run(self._client, core.acquire_flow(wait, blocking, self._companion()))
+            return _steps.acquire(unit, core, core.acquire_flow(wait, blocking, self._companion()))
         finally:
             self._forget()
-        h = core.holding
-        if ok and h is not None and core.watchdog:
-            renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
-        return ok
 
     def release(self) -> None:
         """Drop one count of the calling thread's hold; at zero the hold is removed and
@@ -158,13 +154,8 @@ class _Reentrant(LockBase):
             run(self._client, core.release_flow(h))  # a decrement: renewal goes on
             self._forget()
             return
-        h.closing = True
         try:
-            run(self._client, core.release_flow(h))
-        except Exception:
-            if core.release_failed(h):
-                renewer().schedule(unit, h, time.monotonic())
-            raise
+            _steps.release(unit, core, h)
         finally:
             self._forget()
 
@@ -231,12 +222,9 @@ class _Reentrant(LockBase):
         unit = self._unit()
         core = unit._core
         try:
-            run(self._client, core.adopt_flow(token))
+            _steps.adopt(unit, core, token)
         finally:
             self._forget()
-        h = core.holding
-        if core.watchdog and h is not None:
-            renewer().schedule(unit, h, time.monotonic())
 
     def __enter__(self) -> Self:
         start = time.monotonic()

@@ -3,30 +3,25 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self, final
+from typing import Self, final
 
 import redis
 import redis.cluster
 
-from redislock._base import LockBase
+from redislock._base import PermitBase, SemaphoreBase
 from redislock._core import validate
-from redislock._core.hold import HoldCore, check_permits
-from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
-from redislock._core.ops import Call, Flow
+from redislock._core.hold import check_permits
 from redislock.errors import AcquireTimeoutError
+from redislock.sync import _steps
 from redislock.sync._driver import run
-from redislock.sync.renewer import renewer
 
 __all__ = ["Permit", "Semaphore"]
 
 
 @final
-class Permit(LockBase):
+class Permit(PermitBase):
     """One acquired permit of a :class:`Semaphore` (returned by ``acquire()``).
 
     It has its own owner token, fencing token and lease (renewed by the watchdog when the
@@ -34,19 +29,6 @@ class Permit(LockBase):
     """
 
     __slots__ = ()
-
-    @classmethod
-    def _of(cls, client: Any, core: HoldCore) -> Permit:
-        permit = cls.__new__(cls)
-        permit._client = client
-        permit._core = core
-        return permit
-
-    @property
-    def id(self) -> str:
-        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret)."""
-        h = self._core.current()
-        return "" if h is None else _permit_id(h.token)
 
     def release(self) -> None:
         """Give the permit back (owner-checked, one round trip) and wake one waiter.
@@ -57,15 +39,7 @@ class Permit(LockBase):
             redis.exceptions.RedisError: Redis failed; the permit is kept and release may
                 be retried.
         """
-        core = self._core
-        h = core.require_holding(allow_lost=True)
-        h.closing = True
-        try:
-            run(self._client, core.release_flow(h))
-        except Exception:
-            if core.release_failed(h):
-                renewer().schedule(self, h, time.monotonic())
-            raise
+        _steps.release(self, self._core, self._core.require_holding(allow_lost=True))
 
     def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen this permit's lease; returns the new TTL in seconds.
@@ -114,12 +88,8 @@ class Permit(LockBase):
             exc.add_note(f"redislock: releasing a permit of {self.name!r} also failed: {err!r}")
 
 
-def _permit_id(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()[:16]
-
-
 @final
-class Semaphore(LockBase):
+class Semaphore(SemaphoreBase):
     """A distributed counting semaphore: at most N permits held at once.
 
     Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
@@ -151,44 +121,6 @@ class Semaphore(LockBase):
     _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use AsyncSemaphore)"
 
     __slots__ = ()
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        permits: int,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-    ) -> None:
-        count = check_permits(permits)
-        super().__init__(
-            client,
-            name,
-            ttl=ttl,
-            on_lost=on_lost,
-            timeout=timeout,
-            watchdog_lease=watchdog_lease,
-            renew_interval=renew_interval,
-            max_lease=max_lease,
-            recheck_interval=recheck_interval,
-            prefix=prefix,
-        )
-        assert count is not None
-        self._core = HoldCore.for_mode(self._core, "p", count)
-
-    @property
-    def permits(self) -> int:
-        """The permit count this object was built with (Redis may hold another: see
-        :meth:`set_permits`)."""
-        assert isinstance(self._core, HoldCore)
-        return self._core.permits
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> Permit:
         """Take one permit, waiting up to ``timeout`` seconds.
@@ -223,15 +155,9 @@ class Semaphore(LockBase):
 
     def _take(self, blocking: bool, timeout: float | None) -> Permit | None:
         wait = self._core.check_acquire_args(blocking, timeout)
-        assert isinstance(self._core, HoldCore)
         core = self._core.sibling()
-        if not run(self._client, core.acquire_flow(wait, blocking)):
-            return None
         permit = Permit._of(self._client, core)
-        h = core.holding
-        if h is not None and core.watchdog:
-            renewer().schedule(permit, h, h.acquired_at + core.renew_interval)
-        return permit
+        return permit if _steps.acquire(permit, core, core.acquire_flow(wait, blocking)) else None
 
     def available(self) -> int:
         """Permits free now: the permit count minus the live permits (one round trip).
@@ -239,9 +165,7 @@ class Semaphore(LockBase):
         Raises:
             redis.exceptions.RedisError: Redis failed.
         """
-        assert isinstance(self._core, HoldCore)
-        _, _, held, limit = run(self._client, self._core.count_flow())
-        return max(0, limit - held)
+        return run(self._client, self._core.available_flow())
 
     def set_permits(self, permits: int | None) -> None:
         """Store a permit count in Redis for every client of this name (no TTL), or with
@@ -253,10 +177,7 @@ class Semaphore(LockBase):
             redis.exceptions.RedisError: Redis failed.
         """
         count = check_permits(permits, allow_none=True)
-        assert isinstance(self._core, HoldCore)
-        key = self._core.hkeys.permits
-        args: tuple[str | int, ...] = ("DEL", key) if count is None else ("SET", key, count)
-        run(self._client, _call(args))
+        run(self._client, self._core.set_permits_flow(count))
 
     def locked(self) -> bool:
         """Whether any permit is held now (one round trip).
@@ -265,10 +186,3 @@ class Semaphore(LockBase):
             redis.exceptions.RedisError: Redis failed.
         """
         return run(self._client, self._core.locked_flow())
-
-    def __repr__(self) -> str:
-        return f"<Semaphore {self.name!r} permits={self.permits}>"
-
-
-def _call(args: tuple[str | int, ...]) -> Flow[object]:
-    return (yield Call(args))

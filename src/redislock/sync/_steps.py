@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT
+"""The acquire and release steps every sync lock kind shares: drive the flow, then start or
+resume the watchdog for the hold (the sync twin of :mod:`redislock.aio._safe`)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from redislock._core.lock import Holding, LockCore
+from redislock._core.ops import Flow
+from redislock.sync._driver import run
+from redislock.sync.renewer import renewer
+
+if TYPE_CHECKING:
+    from redislock._base import Renewable
+
+__all__ = ["acquire", "adopt", "release"]
+
+
+def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
+    """Drive an acquire ``flow`` of ``core``; schedule the watchdog on success."""
+    ok = run(unit._client, flow)
+    h = core.holding
+    if ok and h is not None and core.watchdog:
+        renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
+    return ok
+
+
+def adopt(unit: Renewable, core: LockCore, token: str) -> None:
+    """Take over the hold of ``token``; a watchdog hold is renewed from now on."""
+    run(unit._client, core.adopt_flow(token))
+    h = core.holding
+    if core.watchdog and h is not None:
+        renewer().schedule(unit, h, time.monotonic())
+
+
+def release(unit: Renewable, core: LockCore, h: Holding) -> None:
+    """Release ``h`` for good (the caller checked it is held). If Redis gave no reply the
+    object keeps the hold (it may still be ours) and the watchdog resumes renewing it."""
+    h.closing = True
+    try:
+        run(unit._client, core.release_flow(h))
+    except Exception:
+        if core.release_failed(h):
+            renewer().schedule(unit, h, time.monotonic())
+        raise

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import math
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -41,7 +38,16 @@ from redislock import (
 from redislock._core.keys import FairKeys
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
-from tests.test_validation import CONSTRUCTOR_CASES, METHOD_CASES, dead_clients
+from tests.support import (
+    Background,
+    Dead,
+    async_wait_for,
+    closing_dead_clients,
+    dead_pair,
+    invoke,
+    wait_for,
+)
+from tests.test_validation import CONSTRUCTOR_CASES, METHOD_CASES
 
 CTX = multiprocessing.get_context("spawn")
 
@@ -93,60 +99,6 @@ def enqueue_ghost(admin: redis.Redis, name: str, waiter_ms: int = 500) -> str:
     )
     assert reply[0] == "busy"
     return token
-
-
-class Background:
-    """``fn`` running in a thread; ``at`` is set when it returns."""
-
-    def __init__(self, fn: Callable[[], object]) -> None:
-        self.result: object = None
-        self.error: BaseException | None = None
-        self.at: float | None = None
-        self._fn = fn
-        self._thread = threading.Thread(target=self._body)
-        self._thread.start()
-
-    def _body(self) -> None:
-        try:
-            self.result = self._fn()
-        except BaseException as exc:
-            self.error = exc
-        self.at = time.monotonic()
-
-    @property
-    def done(self) -> bool:
-        return self.at is not None
-
-    def join(self, timeout: float = 30.0) -> object:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> float:
-    """Poll ``predicate`` until true; return the seconds it took (fail after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.005)
-    return time.monotonic() - start
-
-
-async def async_wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> float:
-    """``wait_for`` for coroutines (``predicate`` may return an awaitable)."""
-    start = time.monotonic()
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.005)
 
 
 # ================================================================== sync
@@ -530,42 +482,24 @@ async def test_async_a_single_try_never_jumps_the_queue(
 # ================================================================== bad input, before any I/O
 
 
-@dataclass
-class Dead:
-    cls: type[FairLock] | type[AsyncFairLock]
-    client: Any
-    other: Any
-
-    def lock(self, name: Any = "job", **kwargs: Any) -> FairLock | AsyncFairLock:
-        return self.cls(self.client, name, **kwargs)
+DeadFairLock = Dead[FairLock | AsyncFairLock]
 
 
 @pytest.fixture(scope="module")
 def clients() -> Iterator[tuple[redis.Redis, redis.asyncio.Redis]]:
-    sync_client, async_client = dead_clients()
-    yield sync_client, async_client
-    sync_client.close()
-    asyncio.run(async_client.aclose())
+    yield from closing_dead_clients()
 
 
 @pytest.fixture(params=["sync", "async"])
-def dead(request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]) -> Dead:
-    sync_client, async_client = clients
-    if request.param == "sync":
-        return Dead(FairLock, sync_client, async_client)
-    return Dead(AsyncFairLock, async_client, sync_client)
+def dead(
+    request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]
+) -> DeadFairLock:
+    return dead_pair(request.param, clients, FairLock, AsyncFairLock)
 
 
-def invoke(lock: object, method: str, *args: Any, **kwargs: Any) -> Any:
-    result = getattr(lock, method)(*args, **kwargs)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
-    return result
-
-
-def test_dead_client_control(dead: Dead) -> None:
+def test_dead_client_control(dead: DeadFairLock) -> None:
     """A valid call does reach the network: so no ConnectionError below means no I/O."""
-    lock = dead.lock(ttl=5)
+    lock = dead.make(ttl=5)
     with pytest.raises(redis.exceptions.ConnectionError):
         invoke(lock, "acquire", blocking=False)
     with pytest.raises(redis.exceptions.ConnectionError):
@@ -575,31 +509,31 @@ def test_dead_client_control(dead: Dead) -> None:
 @pytest.mark.parametrize(
     "value", [0, -1, 0.01, 0.049, math.nan, math.inf, "1", True, None], ids=repr
 )
-def test_bad_waiter_lease(dead: Dead, value: Any) -> None:
+def test_bad_waiter_lease(dead: DeadFairLock, value: Any) -> None:
     with pytest.raises(LockConfigError, match="waiter_lease"):
-        dead.lock(waiter_lease=value)
+        dead.make(waiter_lease=value)
 
 
 @pytest.mark.parametrize("value", [0, -1, True, False, 1.5, "3", None], ids=repr)
-def test_bad_queue_max(dead: Dead, value: Any) -> None:
+def test_bad_queue_max(dead: DeadFairLock, value: Any) -> None:
     with pytest.raises(LockConfigError, match="queue_max"):
-        dead.lock(queue_max=value)
+        dead.make(queue_max=value)
 
 
-def test_good_fair_arguments(dead: Dead) -> None:
-    assert dead.lock(waiter_lease=0.05, queue_max=1).name == "job"
-    assert dead.lock(waiter_lease=3600, queue_max=10**9).name == "job"
+def test_good_fair_arguments(dead: DeadFairLock) -> None:
+    assert dead.make(waiter_lease=0.05, queue_max=1).name == "job"
+    assert dead.make(waiter_lease=3600, queue_max=10**9).name == "job"
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [pytest.param(kw, m, id=i) for i, kw, m in CONSTRUCTOR_CASES],
 )
-def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str) -> None:
+def test_bad_constructor_argument(dead: DeadFairLock, kwargs: dict[str, Any], match: str) -> None:
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "job")
     with pytest.raises(LockConfigError, match=match):
-        dead.lock(name, **kwargs)
+        dead.make(name, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -607,16 +541,16 @@ def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str
     [pytest.param(m, a, kw, msg, id=i) for i, m, a, kw, msg in METHOD_CASES],
 )
 def test_bad_method_argument(
-    dead: Dead, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+    dead: DeadFairLock, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
 ) -> None:
-    lock = dead.lock(ttl=10)
+    lock = dead.make(ttl=10)
     with pytest.raises(LockConfigError, match=match):
         invoke(lock, method, *args, **kwargs)
     assert lock.statistics().acquisitions == 0
     assert lock.token is None
 
 
-def test_client_of_the_other_flavour_is_rejected(dead: Dead) -> None:
+def test_client_of_the_other_flavour_is_rejected(dead: DeadFairLock) -> None:
     with pytest.raises(LockConfigError, match=dead.cls.__name__):
         dead.cls(dead.other, "job")
     with pytest.raises(LockConfigError, match="needs"):

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import itertools
 import multiprocessing
 import os
 import random
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier, Event
@@ -109,12 +110,46 @@ def as_int(value: object) -> int:
     return int(value)
 
 
+# --------------------------------------------------------------------------- either flavour
+#
+# Each contention worker below is written once for both flavours: ``await io(call)`` awaits
+# the asyncio twin's coroutine and passes a sync call's result through. Both flavours run
+# under ``asyncio.run``; the sync one never awaits anything real, so its calls just block (the
+# process runs nothing else).
+
+
+async def io(value: Any) -> Any:
+    """The result of a call of either flavour (a coroutine of the asyncio twin is awaited)."""
+    return await value if inspect.isawaitable(value) else value
+
+
+async def pause(job: Job, seconds: float) -> None:
+    """Sleep inside a section as the flavour does: yield to the loop, or block."""
+    if job.use_async:
+        await asyncio.sleep(seconds)
+    else:
+        time.sleep(seconds)  # noqa: ASYNC251 -- the sync flavour blocks, as it would anywhere
+
+
+def connect(job: Job) -> Any:
+    """A client of the job's flavour: ``redis.asyncio.Redis`` or ``redis.Redis``."""
+    return (redis.asyncio.Redis if job.use_async else redis.Redis)(**job.kwargs, socket_timeout=30)
+
+
+async def disconnect(job: Job, client: Any) -> None:
+    await io(client.aclose() if job.use_async else client.close())
+
+
+Body = Callable[[Job], Coroutine[Any, Any, list[Hold]]]
+
+
 # --------------------------------------------------------------------------- running workers
 
 
-def _report(out: Queue[Any], body: Callable[[], list[Hold]]) -> None:
+def _work(body: Body, job: Job, out: Queue[Any]) -> None:
+    """A worker process: run ``body(job)``; report its holds (or its error) on ``out``."""
     try:
-        out.put((os.getpid(), body()))
+        out.put((os.getpid(), asyncio.run(body(job))))
     except BaseException as exc:
         out.put((os.getpid(), repr(exc)))
         raise
@@ -132,10 +167,11 @@ def reap(procs: Iterable[BaseProcess], grace: float = 15.0) -> None:
             p.join()
 
 
-def run_workers(target: Callable[[Job, Queue[Any]], None], jobs: list[Job]) -> list[Hold]:
-    """Run one process per job; return every hold they recorded (fails on any error)."""
+def run_workers(body: Body, jobs: list[Job]) -> list[Hold]:
+    """Run ``body`` in one process per job; return every hold they recorded (fails on any
+    error)."""
     out: Queue[Any] = CTX.Queue()
-    procs = [CTX.Process(target=target, args=(job, out)) for job in jobs]
+    procs = [CTX.Process(target=_work, args=(body, job, out)) for job in jobs]
     try:
         for p in procs:
             p.start()
@@ -182,9 +218,11 @@ def check_mutual_exclusion(holds: list[Hold]) -> None:
 # --------------------------------------------------------------------------- ReadWriteLock
 
 
-def _rw_sync(job: Job) -> list[Hold]:
-    client = redis.Redis(**job.kwargs, socket_timeout=30)
-    rw = ReadWriteLock(client, job.name, watchdog_lease=LEASE)
+async def _rw(job: Job) -> list[Hold]:
+    client = connect(job)
+    rw = (AsyncReadWriteLock if job.use_async else ReadWriteLock)(
+        client, job.name, watchdog_lease=LEASE
+    )
     rng = random.Random(job.seed)
     records: list[Hold] = []
     try:
@@ -193,59 +231,24 @@ def _rw_sync(job: Job) -> list[Hold]:
             kind = "w" if rng.random() < job.write_share else "r"
             side = rw.write() if kind == "w" else rw.read()
             requested = time.monotonic_ns()
-            if not side.acquire(timeout=60):
+            if not await io(side.acquire(timeout=60)):
                 raise RuntimeError(f"{kind} acquire timed out")
             start = time.monotonic_ns()
             fence = side.fencing_token
             assert fence is not None
-            seen = as_int(client.get(COUNTER))
+            seen = as_int(await io(client.get(COUNTER)))
             if kind == "w":  # a non-atomic read-modify-write
-                time.sleep(rng.uniform(0.0005, 0.002))
-                client.set(COUNTER, seen + 1)
+                await pause(job, rng.uniform(0.0005, 0.002))
+                await io(client.set(COUNTER, seen + 1))
             else:
-                time.sleep(rng.uniform(0.003, 0.008))
-            after = as_int(client.get(COUNTER))
+                await pause(job, rng.uniform(0.003, 0.008))
+            after = as_int(await io(client.get(COUNTER)))
             end = time.monotonic_ns()
-            side.release()
+            await io(side.release())
             records.append(Hold(os.getpid(), kind, fence, requested, start, end, seen, after))
     finally:
-        client.close()
+        await disconnect(job, client)
     return records
-
-
-async def _rw_async(job: Job) -> list[Hold]:
-    client = redis.asyncio.Redis(**job.kwargs, socket_timeout=30)
-    rw = AsyncReadWriteLock(client, job.name, watchdog_lease=LEASE)
-    rng = random.Random(job.seed)
-    records: list[Hold] = []
-    try:
-        job.barrier.wait(60)
-        for _ in range(job.cycles):
-            kind = "w" if rng.random() < job.write_share else "r"
-            side = rw.write() if kind == "w" else rw.read()
-            requested = time.monotonic_ns()
-            if not await side.acquire(timeout=60):
-                raise RuntimeError(f"{kind} acquire timed out")
-            start = time.monotonic_ns()
-            fence = side.fencing_token
-            assert fence is not None
-            seen = as_int(await client.get(COUNTER))
-            if kind == "w":
-                await asyncio.sleep(rng.uniform(0.0005, 0.002))
-                await client.set(COUNTER, seen + 1)
-            else:
-                await asyncio.sleep(rng.uniform(0.003, 0.008))
-            after = as_int(await client.get(COUNTER))
-            end = time.monotonic_ns()
-            await side.release()
-            records.append(Hold(os.getpid(), kind, fence, requested, start, end, seen, after))
-    finally:
-        await client.aclose()
-    return records
-
-
-def _rw_worker(job: Job, out: Queue[Any]) -> None:
-    _report(out, lambda: asyncio.run(_rw_async(job)) if job.use_async else _rw_sync(job))
 
 
 @pytest.mark.slow
@@ -257,7 +260,7 @@ def test_read_write_lock_across_processes(redis_server: RedisProcess, admin: red
         dataclasses.replace(job, write_share=0.05 if job.seed < 4 else 0.3)
         for job in make_jobs(redis_server, "rw", 6, 30)
     ]
-    holds = run_workers(_rw_worker, jobs)
+    holds = run_workers(_rw, jobs)
     writes = [h for h in holds if h.kind == "w"]
     reads = [h for h in holds if h.kind == "r"]
     assert len(writes) >= 10
@@ -361,63 +364,37 @@ def test_reader_enters_at_once_after_the_waiting_writer_is_done(
 # --------------------------------------------------------------------------- Semaphore
 
 
-def _sem_sync(job: Job) -> list[Hold]:
-    client = redis.Redis(**job.kwargs, socket_timeout=30)
-    sem = Semaphore(client, job.name, permits=3, watchdog_lease=LEASE)
+async def _sem(job: Job) -> list[Hold]:
+    client = connect(job)
+    sem = (AsyncSemaphore if job.use_async else Semaphore)(
+        client, job.name, permits=3, watchdog_lease=LEASE
+    )
     rng = random.Random(job.seed)
     records: list[Hold] = []
     try:
         job.barrier.wait(60)
         for _ in range(job.cycles):
             requested = time.monotonic_ns()
-            permit = sem.acquire(timeout=60)
+            permit = await io(sem.acquire(timeout=60))
             start = time.monotonic_ns()
             fence = permit.fencing_token
             assert fence is not None
-            seen = as_int(client.incr(COUNTER))  # holders now, this one included
-            time.sleep(rng.uniform(0.001, 0.004))
-            after = as_int(client.decr(COUNTER)) + 1
+            seen = as_int(await io(client.incr(COUNTER)))  # holders now, this one included
+            await pause(job, rng.uniform(0.001, 0.004))
+            after = as_int(await io(client.decr(COUNTER))) + 1
             end = time.monotonic_ns()
-            permit.release()
+            await io(permit.release())
             records.append(Hold(os.getpid(), "p", fence, requested, start, end, seen, after))
     finally:
-        client.close()
+        await disconnect(job, client)
     return records
-
-
-async def _sem_async(job: Job) -> list[Hold]:
-    client = redis.asyncio.Redis(**job.kwargs, socket_timeout=30)
-    sem = AsyncSemaphore(client, job.name, permits=3, watchdog_lease=LEASE)
-    rng = random.Random(job.seed)
-    records: list[Hold] = []
-    try:
-        job.barrier.wait(60)
-        for _ in range(job.cycles):
-            requested = time.monotonic_ns()
-            permit = await sem.acquire(timeout=60)
-            start = time.monotonic_ns()
-            fence = permit.fencing_token
-            assert fence is not None
-            seen = as_int(await client.incr(COUNTER))
-            await asyncio.sleep(rng.uniform(0.001, 0.004))
-            after = as_int(await client.decr(COUNTER)) + 1
-            end = time.monotonic_ns()
-            await permit.release()
-            records.append(Hold(os.getpid(), "p", fence, requested, start, end, seen, after))
-    finally:
-        await client.aclose()
-    return records
-
-
-def _sem_worker(job: Job, out: Queue[Any]) -> None:
-    _report(out, lambda: asyncio.run(_sem_async(job)) if job.use_async else _sem_sync(job))
 
 
 def test_semaphore_bounds_concurrency_across_processes(
     redis_server: RedisProcess, admin: redis.Redis
 ) -> None:
     """8 processes x 40 permits of a 3-permit semaphore: never more than 3 at once, and 3."""
-    holds = run_workers(_sem_worker, make_jobs(redis_server, "sem", 8, 40))
+    holds = run_workers(_sem, make_jobs(redis_server, "sem", 8, 40))
     assert max_concurrency(holds) <= 3  # never more than 3 permits at once...
     assert max_concurrency(holds) == 3  # ...and the capacity was used
     # The same, counted in Redis by the holders themselves (INCR on entry, DECR on exit).
@@ -431,58 +408,31 @@ def test_semaphore_bounds_concurrency_across_processes(
 # --------------------------------------------------------------------------- FairLock
 
 
-def _fair_sync(job: Job) -> list[Hold]:
-    client = redis.Redis(**job.kwargs, socket_timeout=30)
-    lock = FairLock(client, job.name, watchdog_lease=LEASE, waiter_lease=3.0)
+async def _fair(job: Job) -> list[Hold]:
+    client = connect(job)
+    lock = (AsyncFairLock if job.use_async else FairLock)(
+        client, job.name, watchdog_lease=LEASE, waiter_lease=3.0
+    )
     rng = random.Random(job.seed)
     records: list[Hold] = []
     try:
         job.barrier.wait(60)
         for _ in range(job.cycles):
             requested = time.monotonic_ns()
-            if not lock.acquire(timeout=60):
+            if not await io(lock.acquire(timeout=60)):
                 raise RuntimeError("acquire timed out")
             start = time.monotonic_ns()
             fence = lock.fencing_token
             assert fence is not None
-            seen = as_int(client.get(COUNTER))
-            time.sleep(rng.uniform(0.0, 0.001))
-            client.set(COUNTER, seen + 1)
+            seen = as_int(await io(client.get(COUNTER)))
+            await pause(job, rng.uniform(0.0, 0.001))
+            await io(client.set(COUNTER, seen + 1))
             end = time.monotonic_ns()
-            lock.release()
+            await io(lock.release())
             records.append(Hold(os.getpid(), "f", fence, requested, start, end, seen, seen + 1))
     finally:
-        client.close()
+        await disconnect(job, client)
     return records
-
-
-async def _fair_async(job: Job) -> list[Hold]:
-    client = redis.asyncio.Redis(**job.kwargs, socket_timeout=30)
-    lock = AsyncFairLock(client, job.name, watchdog_lease=LEASE, waiter_lease=3.0)
-    rng = random.Random(job.seed)
-    records: list[Hold] = []
-    try:
-        job.barrier.wait(60)
-        for _ in range(job.cycles):
-            requested = time.monotonic_ns()
-            if not await lock.acquire(timeout=60):
-                raise RuntimeError("acquire timed out")
-            start = time.monotonic_ns()
-            fence = lock.fencing_token
-            assert fence is not None
-            seen = as_int(await client.get(COUNTER))
-            await asyncio.sleep(rng.uniform(0.0, 0.001))
-            await client.set(COUNTER, seen + 1)
-            end = time.monotonic_ns()
-            await lock.release()
-            records.append(Hold(os.getpid(), "f", fence, requested, start, end, seen, seen + 1))
-    finally:
-        await client.aclose()
-    return records
-
-
-def _fair_worker(job: Job, out: Queue[Any]) -> None:
-    _report(out, lambda: asyncio.run(_fair_async(job)) if job.use_async else _fair_sync(job))
 
 
 @pytest.mark.slow
@@ -491,7 +441,7 @@ def test_fair_lock_contention_across_processes(
 ) -> None:
     """8 processes x 60 holds: mutual exclusion, tokens in grant order, bounded FIFO waits."""
     procs_n, cycles = 8, 60
-    holds = run_workers(_fair_worker, make_jobs(redis_server, "fair", procs_n, cycles))
+    holds = run_workers(_fair, make_jobs(redis_server, "fair", procs_n, cycles))
     check_mutual_exclusion(holds)
     assert as_int(admin.get(COUNTER)) == procs_n * cycles
     # FIFO bounds every wait: about one hold of each other process.
@@ -580,78 +530,39 @@ def test_fair_lock_grants_in_arrival_order(redis_server: RedisProcess, admin: re
 # --------------------------------------------------------------------------- RLock
 
 
-def _rlock_sync(job: Job) -> list[Hold]:
-    client = redis.Redis(**job.kwargs, socket_timeout=30)
-    lock = RLock(client, job.name, watchdog_lease=LEASE)
+async def _rlock(job: Job) -> list[Hold]:
+    client = connect(job)
+    lock = (AsyncRLock if job.use_async else RLock)(client, job.name, watchdog_lease=LEASE)
     rng = random.Random(job.seed)
     records: list[Hold] = []
     try:
         job.barrier.wait(60)
         for _ in range(job.cycles):
             requested = time.monotonic_ns()
-            if not lock.acquire(timeout=60):
+            if not await io(lock.acquire(timeout=60)):
                 raise RuntimeError("acquire timed out")
             start = time.monotonic_ns()
             fence = lock.fencing_token
             assert fence is not None
-            seen = as_int(client.get(COUNTER))
-            assert lock.acquire(timeout=0)  # re-entry never waits
+            seen = as_int(await io(client.get(COUNTER)))
+            assert await io(lock.acquire(timeout=0))  # re-entry never waits
             if lock.hold_count() != 2 or lock.fencing_token != fence:
                 raise RuntimeError(f"re-entry: count {lock.hold_count()}, {lock.fencing_token}")
-            time.sleep(rng.uniform(0.0, 0.001))
-            client.set(COUNTER, seen + 1)
-            lock.release()
-            if lock.hold_count() != 1 or not lock.owned():
+            await pause(job, rng.uniform(0.0, 0.001))
+            await io(client.set(COUNTER, seen + 1))
+            await io(lock.release())
+            if lock.hold_count() != 1 or not await io(lock.owned()):
                 raise RuntimeError("the inner release dropped the hold")
-            value = as_int(client.get(COUNTER))
-            client.set(COUNTER, value + 1)
-            after = as_int(client.get(COUNTER))
+            value = as_int(await io(client.get(COUNTER)))
+            await io(client.set(COUNTER, value + 1))
+            after = as_int(await io(client.get(COUNTER)))
             end = time.monotonic_ns()
-            lock.release()
+            await io(lock.release())
             records.append(Hold(os.getpid(), "x", fence, requested, start, end, seen, after))
         assert lock.hold_count() == 0
     finally:
-        client.close()
+        await disconnect(job, client)
     return records
-
-
-async def _rlock_async(job: Job) -> list[Hold]:
-    client = redis.asyncio.Redis(**job.kwargs, socket_timeout=30)
-    lock = AsyncRLock(client, job.name, watchdog_lease=LEASE)
-    rng = random.Random(job.seed)
-    records: list[Hold] = []
-    try:
-        job.barrier.wait(60)
-        for _ in range(job.cycles):
-            requested = time.monotonic_ns()
-            if not await lock.acquire(timeout=60):
-                raise RuntimeError("acquire timed out")
-            start = time.monotonic_ns()
-            fence = lock.fencing_token
-            assert fence is not None
-            seen = as_int(await client.get(COUNTER))
-            assert await lock.acquire(timeout=0)
-            if lock.hold_count() != 2 or lock.fencing_token != fence:
-                raise RuntimeError(f"re-entry: count {lock.hold_count()}, {lock.fencing_token}")
-            await asyncio.sleep(rng.uniform(0.0, 0.001))
-            await client.set(COUNTER, seen + 1)
-            await lock.release()
-            if lock.hold_count() != 1 or not await lock.owned():
-                raise RuntimeError("the inner release dropped the hold")
-            value = as_int(await client.get(COUNTER))
-            await client.set(COUNTER, value + 1)
-            after = as_int(await client.get(COUNTER))
-            end = time.monotonic_ns()
-            await lock.release()
-            records.append(Hold(os.getpid(), "x", fence, requested, start, end, seen, after))
-        assert lock.hold_count() == 0
-    finally:
-        await client.aclose()
-    return records
-
-
-def _rlock_worker(job: Job, out: Queue[Any]) -> None:
-    _report(out, lambda: asyncio.run(_rlock_async(job)) if job.use_async else _rlock_sync(job))
 
 
 @pytest.mark.slow
@@ -660,7 +571,7 @@ def test_rlock_mutual_exclusion_with_reentry_across_processes(
 ) -> None:
     """6 processes x 60 holds, each entered twice: exclusion, one token per hold, exact count."""
     procs_n, cycles = 6, 60
-    holds = run_workers(_rlock_worker, make_jobs(redis_server, "rlock", procs_n, cycles))
+    holds = run_workers(_rlock, make_jobs(redis_server, "rlock", procs_n, cycles))
     check_mutual_exclusion(holds)
     assert all(h.after == h.seen + 2 for h in holds)
     assert as_int(admin.get(COUNTER)) == 2 * procs_n * cycles  # no lost update

@@ -11,13 +11,12 @@ its own task, which would make every call a different owner of a reentrant lock.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import redis
@@ -35,10 +34,16 @@ from redislock import (
     RLock,
 )
 from redislock.server import RedisProcess
+from tests.support import (
+    Dead,
+    async_wait_for,
+    closing_dead_clients,
+    dead_pair,
+    in_thread,
+    invoke,
+    wait_for,
+)
 from tests.test_validation import CONSTRUCTOR_CASES, METHOD_CASES, dead_clients
-
-T = TypeVar("T")
-
 
 # ------------------------------------------------------------------ helpers
 
@@ -67,50 +72,6 @@ def hold_of(admin: redis.Redis, key: str, token: str | None) -> Hold | None:
 def fence_of(lock: RLock | AsyncRLock) -> int | None:
     """The fencing token (a function, so mypy does not narrow the property across calls)."""
     return lock.fencing_token
-
-
-def in_thread(fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a new thread and return its result (or raise its exception here)."""
-    out: list[T] = []
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    thread.join(30)
-    assert not thread.is_alive()
-    if errors:
-        raise errors[0]
-    return out[0]
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> float:
-    """Poll ``predicate`` until true; return the seconds it took (fail after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.005)
-    return time.monotonic() - start
-
-
-async def async_wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> float:
-    """``wait_for`` for coroutines: ``predicate`` may return an awaitable."""
-    start = time.monotonic()
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.005)
 
 
 # ================================================================== sync RLock
@@ -834,46 +795,24 @@ async def test_async_lock_and_rlock_of_the_same_name_is_wrongtype(
 # ================================================================== bad input, before any I/O
 
 
-@dataclass
-class Dead:
-    """A reentrant lock class, a client of its flavour on a dead socket, and one of the other
-    flavour."""
-
-    cls: type[RLock] | type[AsyncRLock]
-    client: Any
-    other: Any
-
-    def lock(self, name: Any = "job", **kwargs: Any) -> RLock | AsyncRLock:
-        return self.cls(self.client, name, **kwargs)
+DeadRLock = Dead[RLock | AsyncRLock]
 
 
 @pytest.fixture(scope="module")
 def clients() -> Iterator[tuple[redis.Redis, redis.asyncio.Redis]]:
-    sync_client, async_client = dead_clients()
-    yield sync_client, async_client
-    sync_client.close()
-    asyncio.run(async_client.aclose())
+    yield from closing_dead_clients()
 
 
 @pytest.fixture(params=["sync", "async"])
-def dead(request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]) -> Dead:
-    sync_client, async_client = clients
-    if request.param == "sync":
-        return Dead(RLock, sync_client, async_client)
-    return Dead(AsyncRLock, async_client, sync_client)
+def dead(
+    request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]
+) -> DeadRLock:
+    return dead_pair(request.param, clients, RLock, AsyncRLock)
 
 
-def invoke(lock: object, method: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``lock.method(...)``; run a coroutine on a fresh loop (inside a task)."""
-    result = getattr(lock, method)(*args, **kwargs)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
-    return result
-
-
-def test_dead_client_control(dead: Dead) -> None:
+def test_dead_client_control(dead: DeadRLock) -> None:
     """A valid call does reach the network: so no ConnectionError below means no I/O."""
-    lock = dead.lock(ttl=5)
+    lock = dead.make(ttl=5)
     with pytest.raises(redis.exceptions.ConnectionError):
         invoke(lock, "acquire", blocking=False)
     assert lock.hold_count() == 0
@@ -883,11 +822,11 @@ def test_dead_client_control(dead: Dead) -> None:
     ("kwargs", "match"),
     [pytest.param(kw, m, id=i) for i, kw, m in CONSTRUCTOR_CASES],
 )
-def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str) -> None:
+def test_bad_constructor_argument(dead: DeadRLock, kwargs: dict[str, Any], match: str) -> None:
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "job")
     with pytest.raises(LockConfigError, match=match):
-        dead.lock(name, **kwargs)
+        dead.make(name, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -895,16 +834,16 @@ def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str
     [pytest.param(m, a, kw, msg, id=i) for i, m, a, kw, msg in METHOD_CASES],
 )
 def test_bad_method_argument(
-    dead: Dead, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+    dead: DeadRLock, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
 ) -> None:
-    lock = dead.lock(ttl=10)
+    lock = dead.make(ttl=10)
     with pytest.raises(LockConfigError, match=match):
         invoke(lock, method, *args, **kwargs)
     assert lock.hold_count() == 0
     assert lock.statistics().acquisitions == 0
 
 
-def test_client_of_the_other_flavour_is_rejected(dead: Dead) -> None:
+def test_client_of_the_other_flavour_is_rejected(dead: DeadRLock) -> None:
     with pytest.raises(LockConfigError, match=dead.cls.__name__):
         dead.cls(dead.other, "job")
     with pytest.raises(LockConfigError, match="needs"):

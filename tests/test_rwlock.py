@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-import inspect
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import redis
@@ -38,10 +36,17 @@ from redislock import (
     RLock,
 )
 from redislock.server import RedisProcess
+from tests.support import (
+    Background,
+    Dead,
+    async_wait_for,
+    closing_dead_clients,
+    dead_pair,
+    in_thread,
+    invoke,
+    wait_for,
+)
 from tests.test_validation import CONSTRUCTOR_CASES, METHOD_CASES, dead_clients
-
-T = TypeVar("T")
-
 
 # ------------------------------------------------------------------ helpers
 
@@ -53,80 +58,6 @@ def fields(admin: redis.Redis, key: str) -> dict[str, tuple[str, int]]:
         mode, count, *_ = str(value).split("|")
         out[str(token)] = (mode, int(count))
     return out
-
-
-def in_thread(fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a new thread and return its result (or raise its exception here)."""
-    out: list[T] = []
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    thread.join(30)
-    assert not thread.is_alive()
-    if errors:
-        raise errors[0]
-    return out[0]
-
-
-class Background:
-    """``fn`` running in a thread; ``result``/``at`` are set when it returns."""
-
-    def __init__(self, fn: Callable[[], object]) -> None:
-        self.result: object = None
-        self.error: BaseException | None = None
-        self.at: float | None = None
-        self._fn = fn
-        self._thread = threading.Thread(target=self._body)
-        self._thread.start()
-
-    def _body(self) -> None:
-        try:
-            self.result = self._fn()
-        except BaseException as exc:
-            self.error = exc
-        self.at = time.monotonic()
-
-    @property
-    def done(self) -> bool:
-        return self.at is not None
-
-    def join(self, timeout: float = 30.0) -> object:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> float:
-    """Poll ``predicate`` until true; return the seconds it took (fail after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.005)
-    return time.monotonic() - start
-
-
-async def async_wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> float:
-    """``wait_for`` for coroutines: ``predicate`` may return an awaitable."""
-    start = time.monotonic()
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.005)
 
 
 # ================================================================== sync
@@ -691,43 +622,25 @@ async def test_async_on_lost_gets_the_write_side(ar: redis.asyncio.Redis) -> Non
 # ================================================================== bad input, before any I/O
 
 
-@dataclass
-class Dead:
-    cls: type[ReadWriteLock] | type[AsyncReadWriteLock]
-    client: Any
-    other: Any
-
-    def rw(self, name: Any = "job", **kwargs: Any) -> ReadWriteLock | AsyncReadWriteLock:
-        return self.cls(self.client, name, **kwargs)
+DeadRW = Dead[ReadWriteLock | AsyncReadWriteLock]
 
 
 @pytest.fixture(scope="module")
 def clients() -> Iterator[tuple[redis.Redis, redis.asyncio.Redis]]:
-    sync_client, async_client = dead_clients()
-    yield sync_client, async_client
-    sync_client.close()
-    asyncio.run(async_client.aclose())
+    yield from closing_dead_clients()
 
 
 @pytest.fixture(params=["sync", "async"])
-def dead(request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]) -> Dead:
-    sync_client, async_client = clients
-    if request.param == "sync":
-        return Dead(ReadWriteLock, sync_client, async_client)
-    return Dead(AsyncReadWriteLock, async_client, sync_client)
-
-
-def invoke(lock: object, method: str, *args: Any, **kwargs: Any) -> Any:
-    result = getattr(lock, method)(*args, **kwargs)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
-    return result
+def dead(
+    request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]
+) -> DeadRW:
+    return dead_pair(request.param, clients, ReadWriteLock, AsyncReadWriteLock)
 
 
 @pytest.mark.parametrize("side", ["read", "write"])
-def test_dead_client_control(dead: Dead, side: str) -> None:
+def test_dead_client_control(dead: DeadRW, side: str) -> None:
     """A valid call does reach the network: so no ConnectionError below means no I/O."""
-    lock = getattr(dead.rw(ttl=5), side)()
+    lock = getattr(dead.make(ttl=5), side)()
     with pytest.raises(redis.exceptions.ConnectionError):
         invoke(lock, "acquire", blocking=False)
 
@@ -736,11 +649,11 @@ def test_dead_client_control(dead: Dead, side: str) -> None:
     ("kwargs", "match"),
     [pytest.param(kw, m, id=i) for i, kw, m in CONSTRUCTOR_CASES],
 )
-def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str) -> None:
+def test_bad_constructor_argument(dead: DeadRW, kwargs: dict[str, Any], match: str) -> None:
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "job")
     with pytest.raises(LockConfigError, match=match):
-        dead.rw(name, **kwargs)
+        dead.make(name, **kwargs)
 
 
 @pytest.mark.parametrize("side", ["read", "write"])
@@ -749,20 +662,20 @@ def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str
     [pytest.param(m, a, kw, msg, id=i) for i, m, a, kw, msg in METHOD_CASES],
 )
 def test_bad_method_argument(
-    dead: Dead,
+    dead: DeadRW,
     side: str,
     method: str,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     match: str,
 ) -> None:
-    lock = getattr(dead.rw(ttl=10), side)()
+    lock = getattr(dead.make(ttl=10), side)()
     with pytest.raises(LockConfigError, match=match):
         invoke(lock, method, *args, **kwargs)
     assert lock.statistics().acquisitions == 0
 
 
-def test_client_of_the_other_flavour_is_rejected(dead: Dead) -> None:
+def test_client_of_the_other_flavour_is_rejected(dead: DeadRW) -> None:
     with pytest.raises(LockConfigError, match="needs"):
         dead.cls(dead.other, "job")
     with pytest.raises(LockConfigError, match="needs"):

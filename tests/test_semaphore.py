@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,7 +33,16 @@ from redislock import (
     Permit,
     Semaphore,
 )
-from tests.test_validation import BAD_EXTENSIONS, CONSTRUCTOR_CASES, METHOD_CASES, dead_clients
+from tests.support import (
+    Background,
+    Dead,
+    async_wait_for,
+    closing_dead_clients,
+    dead_pair,
+    invoke,
+    wait_for,
+)
+from tests.test_validation import BAD_EXTENSIONS, CONSTRUCTOR_CASES, METHOD_CASES
 
 # ------------------------------------------------------------------ helpers
 
@@ -44,56 +51,6 @@ def modes(admin: redis.Redis, key: str) -> dict[str, str]:
     """The holds in the hash: token -> "<mode>|<count>"."""
     holds = admin.hgetall(key).items()
     return {str(token): "|".join(str(value).split("|")[:2]) for token, value in holds}
-
-
-class Background:
-    """``fn`` running in a thread; ``at`` is set when it returns."""
-
-    def __init__(self, fn: Callable[[], object]) -> None:
-        self.result: object = None
-        self.error: BaseException | None = None
-        self.at: float | None = None
-        self._fn = fn
-        self._thread = threading.Thread(target=self._body)
-        self._thread.start()
-
-    def _body(self) -> None:
-        try:
-            self.result = self._fn()
-        except BaseException as exc:
-            self.error = exc
-        self.at = time.monotonic()
-
-    def join(self, timeout: float = 30.0) -> object:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> float:
-    """Poll ``predicate`` until true; return the seconds it took (fail after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.005)
-    return time.monotonic() - start
-
-
-async def async_wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> float:
-    """``wait_for`` for coroutines: ``predicate`` may return an awaitable."""
-    start = time.monotonic()
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.005)
 
 
 def fence(permit: Permit | AsyncPermit) -> int:
@@ -575,78 +532,60 @@ async def test_async_cancelled_waiter_takes_no_permit(
 # ================================================================== bad input, before any I/O
 
 
-@dataclass
-class Dead:
-    cls: type[Semaphore] | type[AsyncSemaphore]
-    client: Any
-    other: Any
-
-    def sem(self, name: Any = "job", permits: Any = 3, **kwargs: Any) -> Any:
-        return self.cls(self.client, name, permits, **kwargs)
+DeadSemaphore = Dead[Semaphore | AsyncSemaphore]
 
 
 @pytest.fixture(scope="module")
 def clients() -> Iterator[tuple[redis.Redis, redis.asyncio.Redis]]:
-    sync_client, async_client = dead_clients()
-    yield sync_client, async_client
-    sync_client.close()
-    asyncio.run(async_client.aclose())
+    yield from closing_dead_clients()
 
 
 @pytest.fixture(params=["sync", "async"])
-def dead(request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]) -> Dead:
-    sync_client, async_client = clients
-    if request.param == "sync":
-        return Dead(Semaphore, sync_client, async_client)
-    return Dead(AsyncSemaphore, async_client, sync_client)
-
-
-def invoke(obj: object, method: str, *args: Any, **kwargs: Any) -> Any:
-    result = getattr(obj, method)(*args, **kwargs)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
-    return result
+def dead(
+    request: pytest.FixtureRequest, clients: tuple[redis.Redis, redis.asyncio.Redis]
+) -> DeadSemaphore:
+    return dead_pair(request.param, clients, Semaphore, AsyncSemaphore, permits=3)
 
 
 @pytest.mark.parametrize(
     ("method", "args"),
     [("acquire", ()), ("try_acquire", ()), ("available", ()), ("set_permits", (5,))],
 )
-def test_dead_client_control(dead: Dead, method: str, args: tuple[Any, ...]) -> None:
+def test_dead_client_control(dead: DeadSemaphore, method: str, args: tuple[Any, ...]) -> None:
     """A valid call does reach the network: so no ConnectionError below means no I/O."""
     with pytest.raises(redis.exceptions.ConnectionError):
-        invoke(dead.sem(ttl=5), method, *args)
+        invoke(dead.make(ttl=5), method, *args)
 
 
 BAD_PERMITS: list[Any] = [0, -1, True, False, 1.5, "3", None, 10**7, 1_000_001, math.nan]
 
 
 @pytest.mark.parametrize("permits", BAD_PERMITS, ids=repr)
-def test_bad_permits(dead: Dead, permits: Any) -> None:
+def test_bad_permits(dead: DeadSemaphore, permits: Any) -> None:
     with pytest.raises(LockConfigError, match="permits"):
-        dead.sem(permits=permits)
+        dead.make(permits=permits)
 
 
 @pytest.mark.parametrize("permits", [1, 1_000_000])
-def test_good_permits(dead: Dead, permits: int) -> None:
-    assert dead.sem(permits=permits).permits == permits
+def test_good_permits(dead: DeadSemaphore, permits: int) -> None:
+    assert dead.make(permits=permits).permits == permits
 
 
 @pytest.mark.parametrize("permits", [p for p in BAD_PERMITS if p is not None], ids=repr)
-def test_bad_set_permits(dead: Dead, permits: Any) -> None:
+def test_bad_set_permits(dead: DeadSemaphore, permits: Any) -> None:
     with pytest.raises(LockConfigError, match="permits"):
-        invoke(dead.sem(), "set_permits", permits)
+        invoke(dead.make(), "set_permits", permits)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [pytest.param(kw, m, id=i) for i, kw, m in CONSTRUCTOR_CASES],
 )
-def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str) -> None:
+def test_bad_constructor_argument(dead: DeadSemaphore, kwargs: dict[str, Any], match: str) -> None:
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "job")
     with pytest.raises(LockConfigError, match=match):
-        dead.sem(name, **kwargs)
+        dead.make(name, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -654,16 +593,16 @@ def test_bad_constructor_argument(dead: Dead, kwargs: dict[str, Any], match: str
     [pytest.param(a, kw, msg, id=i) for i, m, a, kw, msg in METHOD_CASES if m == "acquire"],
 )
 def test_bad_acquire_argument(
-    dead: Dead, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+    dead: DeadSemaphore, args: tuple[Any, ...], kwargs: dict[str, Any], match: str
 ) -> None:
-    sem = dead.sem(ttl=10)
+    sem = dead.make(ttl=10)
     with pytest.raises(LockConfigError, match=match):
         invoke(sem, "acquire", *args, **kwargs)
     assert sem.statistics().acquisitions == 0
     assert sem.statistics().failed_acquisitions == 0
 
 
-def test_client_of_the_other_flavour_is_rejected(dead: Dead) -> None:
+def test_client_of_the_other_flavour_is_rejected(dead: DeadSemaphore) -> None:
     with pytest.raises(LockConfigError, match=dead.cls.__name__):
         dead.cls(dead.other, "job", 3)
     with pytest.raises(LockConfigError, match="needs"):

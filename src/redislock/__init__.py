@@ -26,7 +26,9 @@ from redislock.errors import LockUpgradeError as LockUpgradeError
 from redislock.errors import LockUsageError as LockUsageError
 from redislock.errors import NotOwnedError as NotOwnedError
 from redislock.errors import QueueFullError as QueueFullError
+from redislock.errors import QuorumError as QuorumError
 from redislock.errors import RedisLockError as RedisLockError
+from redislock.errors import ReplicationError as ReplicationError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
@@ -57,10 +59,12 @@ __all__ = [
     "NotOwnedError",
     "Permit",
     "QueueFullError",
+    "QuorumError",
     "RLock",
     "ReadLock",
     "ReadWriteLock",
     "RedisLockError",
+    "ReplicationError",
     "Semaphore",
     "UnexpectedReplyError",
     "WriteLock",
@@ -90,7 +94,9 @@ for _obj in (
     RLock,
     ReadLock,
     ReadWriteLock,
+    QuorumError,
     RedisLockError,
+    ReplicationError,
     Semaphore,
     UnexpectedReplyError,
     WriteLock,

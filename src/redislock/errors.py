@@ -11,6 +11,8 @@
     ├── LockUsageError (RuntimeError)       lifecycle misuse, e.g. acquire while held
     │   └── LockUpgradeError                read -> write upgrade (would deadlock)
     ├── QueueFullError                      a FairLock's waiter queue is at its bound
+    ├── QuorumError                         Redlock: masters failed (not busy), no majority
+    ├── ReplicationError                    replicas=k: fewer replicas acknowledged a write
     └── UnexpectedReplyError                a reply or key state this version does not know
 
 Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
@@ -28,7 +30,9 @@ __all__ = [
     "LockUsageError",
     "NotOwnedError",
     "QueueFullError",
+    "QuorumError",
     "RedisLockError",
+    "ReplicationError",
     "UnexpectedReplyError",
 ]
 
@@ -119,6 +123,66 @@ class QueueFullError(RedisLockError):
 
     def __reduce__(self) -> tuple[type[QueueFullError], tuple[str, int]]:
         return (type(self), (self.name, self.length))
+
+
+class QuorumError(RedisLockError):
+    """A quorum operation (Redlock, a MultiLock over Redlock masters) failed because masters
+    failed or answered too late, not because the lock was busy.
+
+    Raised instead of returning False: a majority that could not be reached is an outage,
+    not contention. Every node's outcome is attached.
+
+    Attributes:
+        name: the lock name (or names, joined with ", ").
+        operation: "acquire", "extend" or "release".
+        needed: how many masters had to agree (``N // 2 + 1``).
+        outcomes: one entry per master, in the order given: its label (``host:port`` or
+            socket path) mapped to "ok", "busy", "gone", "taken", "late" (answered after the
+            validity time or node timeout) or "error: <type>: <message>".
+    """
+
+    def __init__(self, name: str, operation: str, needed: int, outcomes: dict[str, str]) -> None:
+        ok = sum(1 for v in outcomes.values() if v == "ok")
+        detail = "; ".join(f"{k}: {v}" for k, v in outcomes.items())
+        super().__init__(
+            f"{operation} of lock {name!r} reached {ok} of {len(outcomes)} masters, "
+            f"{needed} needed ({detail})"
+        )
+        self.name = name
+        self.operation = operation
+        self.needed = needed
+        self.outcomes = dict(outcomes)
+
+    def __reduce__(self) -> tuple[type[QuorumError], tuple[str, str, int, dict[str, str]]]:
+        return (type(self), (self.name, self.operation, self.needed, self.outcomes))
+
+
+class ReplicationError(RedisLockError):
+    """Fewer replicas than ``replicas=k`` acknowledged a lock write within the wait limit.
+
+    Raised by acquire after the write was undone (the lock is not held), and by extend
+    (the lease was extended on the master only; the watchdog counts it as a failed renewal).
+    ``WAIT`` narrows the failover window; it does not make Redis replication synchronous.
+
+    Attributes:
+        name: the lock name.
+        operation: "acquire" or "extend".
+        wanted: the ``replicas`` setting.
+        acknowledged: how many replicas acknowledged within the limit.
+    """
+
+    def __init__(self, name: str, operation: str, wanted: int, acknowledged: int) -> None:
+        super().__init__(
+            f"{operation} of lock {name!r}: {acknowledged} of {wanted} replicas acknowledged "
+            "the write in time"
+        )
+        self.name = name
+        self.operation = operation
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+
+    def __reduce__(self) -> tuple[type[ReplicationError], tuple[str, str, int, int]]:
+        return (type(self), (self.name, self.operation, self.wanted, self.acknowledged))
 
 
 class UnexpectedReplyError(RedisLockError):

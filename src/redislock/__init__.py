@@ -13,6 +13,7 @@ from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._version import __version__ as __version__
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
+from redislock.aio.redlock import AsyncRedlock as AsyncRedlock
 from redislock.aio.rlock import AsyncReadLock as AsyncReadLock
 from redislock.aio.rlock import AsyncReadWriteLock as AsyncReadWriteLock
 from redislock.aio.rlock import AsyncRLock as AsyncRLock
@@ -32,6 +33,7 @@ from redislock.errors import ReplicationError as ReplicationError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
+from redislock.sync.redlock import Redlock as Redlock
 from redislock.sync.rlock import ReadLock as ReadLock
 from redislock.sync.rlock import ReadWriteLock as ReadWriteLock
 from redislock.sync.rlock import RLock as RLock
@@ -47,6 +49,7 @@ __all__ = [
     "AsyncRLock",
     "AsyncReadLock",
     "AsyncReadWriteLock",
+    "AsyncRedlock",
     "AsyncSemaphore",
     "AsyncWriteLock",
     "FairLock",
@@ -64,6 +67,7 @@ __all__ = [
     "ReadLock",
     "ReadWriteLock",
     "RedisLockError",
+    "Redlock",
     "ReplicationError",
     "Semaphore",
     "UnexpectedReplyError",
@@ -79,6 +83,7 @@ for _obj in (
     AsyncRLock,
     AsyncReadLock,
     AsyncReadWriteLock,
+    AsyncRedlock,
     AsyncSemaphore,
     AsyncWriteLock,
     FairLock,
@@ -96,6 +101,7 @@ for _obj in (
     ReadWriteLock,
     QuorumError,
     RedisLockError,
+    Redlock,
     ReplicationError,
     Semaphore,
     UnexpectedReplyError,

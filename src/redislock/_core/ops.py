@@ -28,8 +28,11 @@ __all__ = [
     "BlockPop",
     "Call",
     "Eval",
+    "FanOut",
     "Flow",
+    "NodeLateError",
     "Op",
+    "Sleep",
     "as_int",
     "as_str",
     "script_error",
@@ -59,7 +62,27 @@ class Call(NamedTuple):
     args: tuple[str | int, ...]
 
 
-Op: TypeAlias = Eval | BlockPop | Call
+class FanOut(NamedTuple):
+    """Send ``ops[i]`` to master ``i`` of a quorum client, all at once (None: skip that
+    master), and wait at most ``timeout`` seconds. The reply is a list with, per master,
+    its reply, the exception it raised, or a :class:`NodeLateError` (no answer in time).
+    Only a quorum client (a Redlock's masters) performs it."""
+
+    ops: tuple[Eval | Call | None, ...]
+    timeout: float
+
+
+class Sleep(NamedTuple):
+    """Pause the flow for ``seconds`` (Redlock's random delay between two tries)."""
+
+    seconds: float
+
+
+class NodeLateError(Exception):
+    """A master did not answer a :class:`FanOut` within its timeout."""
+
+
+Op: TypeAlias = Eval | BlockPop | Call | FanOut | Sleep
 Flow: TypeAlias = Generator[Op, Any, T]
 
 
@@ -137,7 +160,7 @@ class Batch(Generic[T]):
         except Exception as exc:  # the flow raised: its result is the error
             self.results[i] = exc
             return
-        if isinstance(op, BlockPop):
+        if isinstance(op, BlockPop | Sleep):
             raise TypeError("a batched flow may not block")
         self.pending.append((i, flow, op))
 
@@ -154,6 +177,8 @@ class Batch(Generic[T]):
                 pipe.evalsha(op.script.sha, len(op.keys), *op.keys, *op.args)
             elif isinstance(op, Call):
                 pipe.execute_command(*op.args)
+            else:  # a FanOut only comes from a quorum client, which never pipelines
+                raise TypeError(f"{type(op).__name__} cannot be pipelined")
         return ops
 
     def feed(self, replies: list[object]) -> None:

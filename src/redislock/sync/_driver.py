@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from redislock._core.ops import Batch, BlockPop, Eval, Flow, Op, script_error
+from redislock._core.ops import Batch, BlockPop, Eval, FanOut, Flow, Op, Sleep, script_error
 
 __all__ = ["run", "run_batch", "run_many"]
 
@@ -30,6 +31,11 @@ def _execute(client: Any, op: Op) -> Any:
             raise typed from exc
     if isinstance(op, BlockPop):
         return client.blpop([op.key], timeout=op.timeout)
+    if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
+        return client.fan_out(op)
+    if isinstance(op, Sleep):
+        time.sleep(op.seconds)
+        return None
     return client.execute_command(*op.args)
 
 

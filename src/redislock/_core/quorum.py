@@ -1,0 +1,440 @@
+# SPDX-License-Identifier: MIT
+"""Redlock: the mutex over N independent masters, shared by :class:`redislock.Redlock` and
+:class:`redislock.AsyncRedlock`.
+
+Source: the Redis docs' distributed-locks page ("The Redlock Algorithm"): send the same
+``SET NX PX`` (our ``lock_acquire`` script) to every master at once with a per-master
+timeout much shorter than the TTL; the lock is held only if a majority (``N // 2 + 1``)
+granted it and the *validity* ``ttl - elapsed - drift`` (drift = ``drift_factor * ttl +
+2 ms``, elapsed measured with ``time.monotonic()`` from before the first send) is still
+positive; otherwise release on every master, including those that seemed to fail, and try
+again after a random delay. An extension counts only if a majority extended it in time.
+
+**Fencing (our addition).** Kleppmann (2016) shows that Redlock's random value cannot
+serve as a fencing token and that independent counters do not agree. We give a token
+anyway, with a rule that makes it monotonic without consensus on the happy path:
+
+1. every master INCRs its own ``fence`` counter when it grants the lock (as for ``Lock``);
+2. the hold's token ``F`` is the largest value among the granting majority;
+3. before acquire returns, a majority of masters must have a counter ``>= F``: the masters
+   that returned exactly ``F`` count; if they are fewer than the quorum, the others are
+   raised to ``F`` (``redlock_fence.lua``) and must confirm.
+
+Claim: if grant G1 returned before grant G2 started, then ``F2 > F1``. Any two majorities
+meet, so some master is in both G1's "counter >= F1" set and G2's granting set; it reached
+``>= F1`` before G1 returned, hence before G2's INCR there, which therefore returned
+``> F1``, and ``F2`` is the largest of G2's values. The claim needs no timing assumption
+(it holds even when clock jumps break mutual exclusion), only that masters do not lose
+their counters (persistence with ``appendfsync always``, or a restart delayed past the
+largest TTL, as the distlock page already requires). ``tests/test_quorum_model.py`` checks
+the rule on a model over every interleaving hypothesis finds, and that dropping step 3
+breaks it. With balanced counters (the normal case) step 3 sends nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from redislock._core import validate
+from redislock._core.lock import Holding, LockCore, holder_meta, new_token
+from redislock._core.ops import Call, Eval, FanOut, Flow, NodeLateError, Sleep, as_int, as_str
+from redislock._core.scripts import SCRIPTS
+from redislock.errors import (
+    LockConfigError,
+    LockLostError,
+    LockUsageError,
+    QuorumError,
+    UnexpectedReplyError,
+)
+
+__all__ = [
+    "DEFAULT_DRIFT_FACTOR",
+    "DEFAULT_RETRY_DELAY",
+    "RedlockCore",
+    "check_masters",
+    "outcome_of",
+]
+
+DEFAULT_DRIFT_FACTOR = 0.01
+"""Clock drift allowance as a fraction of the TTL (the distlock page's 1 %), plus 2 ms."""
+
+DEFAULT_RETRY_DELAY = 0.2
+"""Longest random pause between two tries of a blocking acquire, in seconds."""
+
+_DRIFT_FLOOR = 0.002  # seconds, added to drift_factor * ttl
+
+_ACQUIRE = SCRIPTS["lock_acquire"]
+_RELEASE = SCRIPTS["lock_release"]
+_EXTEND = SCRIPTS["lock_extend"]
+_STATUS = SCRIPTS["lock_status"]
+_FENCE = SCRIPTS["redlock_fence"]
+
+
+def outcome_of(reply: object) -> str:
+    """One master's answer as an outcome word: "ok", "busy", "gone", "taken", "late" or
+    "error: <type>: <message>"."""
+    if isinstance(reply, NodeLateError):
+        return "late"
+    if isinstance(reply, BaseException):
+        return f"error: {type(reply).__name__}: {reply}"
+    if isinstance(reply, list | tuple):
+        return as_str(reply[0]) if reply else "error: empty reply"
+    return as_str(reply)
+
+
+@dataclass(slots=True)
+class RedlockCore(LockCore):
+    """Configuration, local state and flows of one Redlock object. No I/O.
+
+    Every flow yields :class:`FanOut` operations (one operation per master) and
+    :class:`Sleep`; the shells' quorum client performs them.
+    """
+
+    labels: tuple[str, ...] = ()
+    quorum: int = 0
+    node_timeout: float = 0.0
+    drift: float = 0.0
+    retry_delay: float = DEFAULT_RETRY_DELAY
+    fencing: bool = True
+    run_ids: list[str | None] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        labels: tuple[str, ...],
+        name: Any,
+        *,
+        node_timeout: Any,
+        drift_factor: Any,
+        retry_delay: Any,
+        fencing: Any,
+        **options: Any,
+    ) -> RedlockCore:
+        """Validate everything (raises :class:`LockConfigError`) and build the core."""
+        if not isinstance(fencing, bool):
+            raise LockConfigError(f"fencing must be a bool, got {fencing!r}")
+        if isinstance(drift_factor, bool) or not isinstance(drift_factor, int | float):
+            raise LockConfigError(f"drift_factor must be a number, got {drift_factor!r}")
+        if not 0.0 <= drift_factor < 0.5:
+            raise LockConfigError(f"drift_factor must be in [0, 0.5), got {drift_factor!r}")
+        delay = validate.check_duration("retry_delay", retry_delay)
+        core = cls.create(name, socket_timeout=None, **options)
+        lease = core.lease
+        if node_timeout is None:
+            timeout = min(1.0, lease / 10.0)
+        else:
+            timeout = validate.check_duration("node_timeout", node_timeout)
+            if timeout > lease / 3.0:
+                raise LockConfigError(
+                    f"node_timeout ({timeout} s) must be at most a third of the lease "
+                    f"({lease} s): a slow master must not eat the validity time"
+                )
+        drift = lease * float(drift_factor) + _DRIFT_FLOOR
+        if lease - drift - timeout <= 0:
+            raise LockConfigError(
+                f"the lease ({lease} s) leaves no validity after the drift allowance "
+                f"({drift:.4f} s) and node_timeout ({timeout} s)"
+            )
+        core.labels = labels
+        core.quorum = len(labels) // 2 + 1
+        core.node_timeout = timeout
+        core.drift = drift
+        core.retry_delay = delay
+        core.fencing = fencing
+        return core
+
+    @property
+    def n(self) -> int:
+        """The number of masters."""
+        return len(self.labels)
+
+    def _all(self, op: Eval | Call) -> FanOut:
+        return FanOut((op,) * self.n, self.node_timeout)
+
+    def _error(self, operation: str, replies: list[object] | list[str]) -> QuorumError:
+        outcomes = {
+            label: r if isinstance(r, str) else outcome_of(r)
+            for label, r in zip(self.labels, replies, strict=True)
+        }
+        return QuorumError(self.name, operation, self.quorum, outcomes)
+
+    # ------------------------------------------------------------------ identity
+
+    def identify_flow(self) -> Flow[None]:
+        """Ask every master not yet identified for its run_id; two masters with one run_id
+        are one server counted twice, which would fake a majority."""
+        if self.run_ids is None:
+            self.run_ids = [None] * self.n
+        ids = self.run_ids
+        ask = Call(("INFO", "server"))
+        replies = yield FanOut(
+            tuple(None if ids[i] is not None else ask for i in range(self.n)), self.node_timeout
+        )
+        for i, reply in enumerate(replies):
+            if ids[i] is not None:
+                continue
+            if isinstance(reply, dict):
+                found = reply.get("run_id")
+                ids[i] = "" if found is None else as_str(found)
+            elif isinstance(reply, ResponseError):  # INFO refused (ACL): stop asking
+                ids[i] = ""
+        seen: dict[str, int] = {}
+        for i, rid in enumerate(ids):
+            if not rid:
+                continue
+            if rid in seen:
+                raise LockConfigError(
+                    f"masters {self.labels[seen[rid]]} and {self.labels[i]} are the same "
+                    f"server (run_id {rid[:12]}…): Redlock needs independent masters"
+                )
+            seen[rid] = i
+
+    # ------------------------------------------------------------------ acquire
+
+    def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
+        """Take the lock on a majority of masters within the validity time, waiting up to
+        ``wait`` seconds (None: no limit) with random pauses between tries.
+
+        Returns False only when the lock is busy (held elsewhere on enough masters that no
+        majority is possible); raises :class:`QuorumError` when failures or late answers
+        are what kept the majority away.
+        """
+        if self.live() is not None:
+            raise LockUsageError(
+                f"lock {self.name!r} is already held by this object (Redlock is not reentrant)"
+            )
+        if self.run_ids is None or None in self.run_ids:
+            yield from self.identify_flow()
+        keys = self.keys
+        token = new_token()
+        self.pending_token = token
+        start = time.monotonic()
+        deadline = None if wait is None else start + wait
+        acquire = Eval(
+            _ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, self.lease_ms, holder_meta(), 0)
+        )
+        try:
+            while True:
+                sent = time.monotonic()
+                replies = yield self._all(acquire)
+                fences = [
+                    as_int(r[1])
+                    for r in replies
+                    if isinstance(r, list | tuple) and r and as_str(r[0]) == "ok"
+                ]
+                granted = len(fences) >= self.quorum
+                fence = max(fences, default=0)
+                if granted and self.fencing:
+                    granted = yield from self._publish_fence(replies, fence)
+                validity_end = sent + self.lease - self.drift
+                if granted and time.monotonic() < validity_end:
+                    self.holding = Holding(
+                        token=token,
+                        fence=fence,
+                        pid=os.getpid(),
+                        acquired_at=sent,
+                        expires_at=validity_end,
+                    )
+                    self.last_lost = False
+                    self.counters.acquisitions += 1
+                    self.counters.total_wait += time.monotonic() - start
+                    return True
+                # Not held: undo on every master, including those that seemed to fail.
+                yield self._all(self._release_op(token))
+                outcomes = [outcome_of(r) for r in replies]
+                if len(fences) >= self.quorum:  # a majority said yes, but too late
+                    outcomes = ["late" if o == "ok" else o for o in outcomes]
+                busy = outcomes.count("busy")
+                failed = len(outcomes) - busy - outcomes.count("ok")
+                if failed > self.n - self.quorum:
+                    raise self._error("acquire", outcomes)  # an outage, not contention
+                now = time.monotonic()
+                if not blocking or wait == 0 or (deadline is not None and now >= deadline):
+                    if busy > self.n - self.quorum or failed == 0:
+                        self.counters.failed_acquisitions += 1
+                        self.counters.total_wait += now - start
+                        return False
+                    raise self._error("acquire", outcomes)
+                pause = random.uniform(0.0, self.retry_delay)
+                if deadline is not None:
+                    pause = min(pause, deadline - now)
+                yield Sleep(max(pause, 0.0))
+        finally:
+            self.pending_token = None
+
+    def _publish_fence(self, replies: list[object], fence: int) -> Flow[bool]:
+        """Step 3 of quorum fencing: make a majority hold a counter >= ``fence``."""
+        equal = [
+            isinstance(r, list | tuple) and as_str(r[0]) == "ok" and as_int(r[1]) == fence
+            for r in replies
+        ]
+        have = sum(equal)
+        if have >= self.quorum:
+            return True
+        raise_op = Eval(_FENCE, (self.keys.fence,), (fence,))
+        answers = yield FanOut(
+            tuple(None if equal[i] else raise_op for i in range(self.n)), self.node_timeout
+        )
+        for i, answer in enumerate(answers):
+            ok = not equal[i] and not isinstance(answer, BaseException) and answer is not None
+            if ok and as_int(answer) >= fence:
+                have += 1
+        return have >= self.quorum
+
+    # ------------------------------------------------------------------ release
+
+    def release_flow(self, h: Holding, *, retry: bool = False) -> Flow[None]:
+        """Compare-and-delete on every master.
+
+        Raises :class:`LockLostError` if the hold was lost (known before, or no majority
+        still had it), :class:`QuorumError` if failures kept the answer from a majority
+        (the object keeps the hold; the keys left run out with their TTL).
+        """
+        replies = yield self._all(self._release_op(h.token))
+        outcomes = [outcome_of(r) for r in replies]
+        ok = outcomes.count("ok")
+        lost = sum(1 for o in outcomes if o in ("gone", "taken"))
+        if ok < self.quorum and lost <= self.n - self.quorum and not h.lost:
+            raise self._error("release", replies)
+        if self.holding is h:
+            self.holding = None
+        if retry and ok < self.quorum and not h.lost:
+            return
+        if h.lost:
+            self.last_lost = True
+            raise LockLostError(self.name, h.lost_reason)
+        if ok < self.quorum:
+            self.last_lost = True
+            raise LockLostError(self.name, "fewer than a majority of masters still had it")
+
+    def abandon_flow(self, token: str) -> Flow[None]:
+        """Delete ``token``'s keys on every master (cleanup after a cancelled acquire)."""
+        yield self._all(self._release_op(token))
+
+    # ------------------------------------------------------------------ extend, status
+
+    def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
+        """Owner-checked PEXPIRE on every master: ("ok", validity in seconds; the local
+        estimate ``h.expires_at`` moved), or ("gone"/"taken", 0.0) when no majority can
+        still have it. Raises :class:`QuorumError` when failures decide."""
+        sent = time.monotonic()
+        op = Eval(_EXTEND, (self.keys.lock,), (h.token, validate.to_ms(seconds), mode))
+        replies = yield self._all(op)
+        outcomes = [outcome_of(r) for r in replies]
+        ttls = [
+            as_int(r[1]) / 1000.0
+            for r, o in zip(replies, outcomes, strict=True)
+            if o == "ok" and isinstance(r, list | tuple)
+        ]
+        if len(ttls) >= self.quorum:
+            end = sent + _quorum_value_f(ttls, self.quorum) - self.drift
+            if time.monotonic() < end:
+                h.expires_at = end
+                return "ok", end - sent
+        gone = outcomes.count("gone")
+        taken = outcomes.count("taken")
+        if gone + taken > self.n - self.quorum:
+            return ("taken" if taken else "gone"), 0.0
+        raise self._error("extend", replies)
+
+    def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
+        """What ``token`` holds on a majority: (status, validity seconds, fencing token)."""
+        sent = time.monotonic()
+        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.fence), (token,)))
+        outcomes = [outcome_of(r) for r in replies]
+        for o in outcomes:
+            if o not in ("ok", "gone", "taken", "late") and not o.startswith("error:"):
+                raise UnexpectedReplyError(f"lock_status replied {o!r}")
+        ttls = [
+            as_int(r[1]) / 1000.0
+            for r, o in zip(replies, outcomes, strict=True)
+            if o == "ok" and isinstance(r, list | tuple)
+        ]
+        if len(ttls) >= self.quorum:
+            left = _quorum_value_f(ttls, self.quorum) - self.drift - (time.monotonic() - sent)
+            if left > 0:
+                h = self.current()
+                return "ok", left, 0 if h is None else h.fence
+        if outcomes.count("gone") + outcomes.count("taken") > self.n - self.quorum:
+            return ("taken" if "taken" in outcomes else "gone"), 0.0, 0
+        if len(ttls) >= self.quorum:
+            return "gone", 0.0, 0  # a majority has it, but its validity has run out
+        raise self._error("status", replies)
+
+    def locked_flow(self) -> Flow[bool]:
+        """Whether a majority of masters has the lock key (anybody's)."""
+        replies = yield self._all(Call(("EXISTS", self.keys.lock)))
+        have = sum(1 for r in replies if isinstance(r, int) and r > 0)
+        absent = sum(1 for r in replies if isinstance(r, int) and r == 0)
+        if have >= self.quorum:
+            return True
+        if absent > self.n - self.quorum:
+            return False
+        raise self._error("locked", replies)
+
+    def adopt_flow(self, token: Any) -> Flow[None]:
+        """Not supported: a Redlock hold's fencing token cannot be recovered from masters."""
+        raise LockUsageError(
+            "Redlock holds cannot be adopted (nor detached): the fencing token of a "
+            "quorum hold cannot be read back from the masters"
+        )
+
+
+def _quorum_value_f(values: list[float], quorum: int) -> float:
+    """The value a majority reaches: the quorum-th largest (values has >= quorum entries)."""
+    return sorted(values, reverse=True)[quorum - 1]
+
+
+def check_masters(clients: Any, client_types: tuple[type, ...], hint: str) -> tuple[str, ...]:
+    """Validate a Redlock's masters before any I/O; returns one label per master.
+
+    Raises :class:`LockConfigError` for a non-sequence, fewer than 3 masters, a client of
+    the wrong type, or one endpoint given twice (the same object, or the same host, port or
+    socket path and database). Warns (:class:`RuntimeWarning`) on an even count: it
+    tolerates no more failures than one master fewer.
+    """
+    if isinstance(clients, str | bytes) or not isinstance(clients, list | tuple):
+        raise LockConfigError(f"masters must be a list or tuple of clients, got {clients!r}")
+    if len(clients) < 3:
+        raise LockConfigError(
+            f"Redlock needs at least 3 independent masters, got {len(clients)}; "
+            "with one Redis use Lock"
+        )
+    labels: list[str] = []
+    seen: dict[tuple[object, ...], int] = {}
+    for i, client in enumerate(clients):
+        if not isinstance(client, client_types):
+            raise LockConfigError(f"master {i} must be {hint}, got {type(client).__name__}")
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        path = kwargs.get("path")
+        host, port, db = (
+            kwargs.get("host", "localhost"),
+            kwargs.get("port", 6379),
+            kwargs.get("db", 0),
+        )
+        label = str(path) if path else f"{host}:{port}"
+        if db:
+            label += f"/{db}"
+        endpoint = ("unix", path, db) if path else ("tcp", host, port, db)
+        if endpoint in seen or any(c is client for c in clients[:i]):
+            raise LockConfigError(
+                f"masters {seen.get(endpoint, i)} and {i} are the same endpoint ({label}): "
+                "Redlock needs independent masters"
+            )
+        seen[endpoint] = i
+        labels.append(label if label not in labels else f"{label}#{i}")
+    if len(clients) % 2 == 0:
+        warnings.warn(
+            f"Redlock over an even number of masters ({len(clients)}) tolerates no more "
+            f"failures than {len(clients) - 1} would; use an odd number",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return tuple(labels)

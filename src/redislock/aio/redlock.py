@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: MIT
+"""``AsyncRedlock``: the asyncio flavour of :class:`redislock.Redlock`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis.asyncio
+from redis.exceptions import NoScriptError, ResponseError
+
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
+from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
+from redislock._core.quorum import (
+    DEFAULT_DRIFT_FACTOR,
+    DEFAULT_RETRY_DELAY,
+    RedlockCore,
+    check_masters,
+)
+from redislock.aio.lock import AsyncLock
+from redislock.errors import LockUsageError
+
+__all__ = ["AsyncMasters", "AsyncRedlock"]
+
+
+def _wire(op: Eval | Call) -> tuple[str | int, ...]:
+    if isinstance(op, Eval):
+        return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *op.args)
+    return op.args
+
+
+class AsyncMasters:
+    """The masters of one AsyncRedlock, contacted all at once: the command is written to
+    one pooled connection per master, then the replies are read as they come, up to a
+    shared deadline (no task per master)."""
+
+    __slots__ = ("clients",)
+
+    def __init__(self, clients: Sequence[Any]) -> None:
+        self.clients = tuple(clients)
+
+    async def fan_out(self, op: FanOut) -> list[object]:
+        """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
+        seconds in all. Returns per master its reply, its exception, or
+        :class:`NodeLateError` (its connection is then closed: the reply is not awaited).
+        """
+        deadline = asyncio.get_running_loop().time() + op.timeout
+        replies: list[object] = [None] * len(op.ops)
+        sent: list[tuple[int, Any, Eval | Call]] = []
+        try:
+            for i, sub in enumerate(op.ops):
+                if sub is None:
+                    continue
+                pool = self.clients[i].connection_pool
+                try:
+                    conn = await pool.get_connection()
+                except Exception as exc:  # refused, unreachable: this master failed
+                    replies[i] = exc
+                    continue
+                try:
+                    await conn.send_command(*_wire(sub))
+                except Exception as exc:
+                    await conn.disconnect(nowait=True)
+                    await pool.release(conn)
+                    replies[i] = exc
+                    continue
+                sent.append((i, conn, sub))
+            while sent:
+                i, conn, sub = sent[0]
+                replies[i] = await self._receive(self.clients[i], conn, sub, deadline)
+                sent.pop(0)
+        finally:
+            for i, conn, _ in sent:  # cancelled or failed half-way: do not reuse them
+                await conn.disconnect(nowait=True)
+                await self.clients[i].connection_pool.release(conn)
+        return replies
+
+    @staticmethod
+    async def _receive(client: Any, conn: Any, op: Eval | Call, deadline: float) -> object:
+        try:
+            async with asyncio.timeout_at(deadline):
+                try:
+                    reply = await client.parse_response(conn, _wire(op)[0])
+                except NoScriptError:
+                    # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
+                    assert isinstance(op, Eval)
+                    n = len(op.keys)
+                    await conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
+                    reply = await client.parse_response(conn, "EVAL")
+        except ResponseError as exc:  # the connection is fine; the command failed
+            reply = script_error(exc) or exc
+        except TimeoutError:
+            await conn.disconnect(nowait=True)
+            reply = NodeLateError("no answer in time")
+        except Exception as exc:
+            await conn.disconnect(nowait=True)
+            reply = exc
+        await client.connection_pool.release(conn)
+        return reply
+
+
+class AsyncRedlock(AsyncLock):
+    """A distributed mutex over N independent Redis masters, for asyncio.
+
+    The same API as :class:`AsyncLock` and the same algorithm, options and limits as
+    :class:`Redlock` (Redis docs' distributed-locks page; quorum fencing of
+    :mod:`redislock._core.quorum`). Masters are contacted as concurrent tasks. Cancellation
+    is safe: a cancelled acquire releases on every master.
+
+    Args:
+        masters: 3 or more ``redis.asyncio.Redis`` clients, one per independent master.
+        name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        node_timeout, drift_factor, retry_delay, fencing, prefix: as for :class:`Redlock`
+            (seconds).
+
+    Raises:
+        LockConfigError: bad arguments (before any I/O); on the first acquire, two masters
+            that are one server (same run_id).
+    """
+
+    __slots__ = ()
+    _core: RedlockCore
+
+    def __init__(
+        self,
+        masters: Sequence[redis.asyncio.Redis],
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        node_timeout: float | None = None,
+        drift_factor: float = DEFAULT_DRIFT_FACTOR,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
+        fencing: bool = True,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        labels = check_masters(
+            masters, (redis.asyncio.Redis,), "a redis.asyncio.Redis (for sync use Redlock)"
+        )
+        self._core = RedlockCore.build(
+            labels,
+            name,
+            node_timeout=node_timeout,
+            drift_factor=drift_factor,
+            retry_delay=retry_delay,
+            fencing=fencing,
+            ttl=ttl,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            timeout=timeout,
+            recheck_interval=DEFAULT_RECHECK,
+            prefix=prefix,
+            on_lost=on_lost,
+        )
+        self._client = AsyncMasters(masters)
+
+    @property
+    def masters(self) -> tuple[str, ...]:
+        """One label per master (``host:port`` or socket path), in the order given."""
+        return self._core.labels
+
+    @property
+    def quorum(self) -> int:
+        """How many masters must agree: ``N // 2 + 1``."""
+        return self._core.quorum
+
+    @property
+    def fencing_token(self) -> int | None:
+        """As :attr:`Redlock.fencing_token`."""
+        if not self._core.fencing:
+            return None
+        return super().fencing_token
+
+    def detach(self) -> str:
+        """Not supported for Redlock.
+
+        Raises:
+            LockUsageError: always (a quorum hold's fencing token cannot be read back).
+        """
+        raise LockUsageError(
+            "Redlock holds cannot be detached: the fencing token of a quorum hold cannot be "
+            "read back from the masters by adopt()"
+        )

@@ -1,0 +1,214 @@
+# SPDX-License-Identifier: MIT
+"""``Redlock``: the :class:`~redislock.Lock` API over N independent masters, sync client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
+from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
+from redislock._core.quorum import (
+    DEFAULT_DRIFT_FACTOR,
+    DEFAULT_RETRY_DELAY,
+    RedlockCore,
+    check_masters,
+)
+from redislock.errors import LockUsageError
+from redislock.sync.lock import Lock
+
+__all__ = ["Masters", "Redlock"]
+
+
+def _wire(op: Eval | Call) -> tuple[str | int, ...]:
+    if isinstance(op, Eval):
+        return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *op.args)
+    return op.args
+
+
+class Masters:
+    """The masters of one Redlock, contacted all at once without threads: the command is
+    written to one pooled connection per master, then the replies are read as they come,
+    up to a shared deadline (non-blocking fan-out on redis-py's own connections)."""
+
+    __slots__ = ("clients",)
+
+    def __init__(self, clients: Sequence[Any]) -> None:
+        self.clients = tuple(clients)
+
+    def fan_out(self, op: FanOut) -> list[object]:
+        """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
+        seconds in all. Returns per master its reply, its exception, or
+        :class:`NodeLateError` (its connection is then closed: the reply is not awaited)."""
+        deadline = time.monotonic() + op.timeout
+        replies: list[object] = [None] * len(op.ops)
+        sent: list[tuple[int, Any, Eval | Call]] = []
+        try:
+            for i, sub in enumerate(op.ops):
+                if sub is None:
+                    continue
+                pool = self.clients[i].connection_pool
+                try:
+                    conn = pool.get_connection()
+                except Exception as exc:  # refused, unreachable: this master failed
+                    replies[i] = exc
+                    continue
+                try:
+                    conn.send_command(*_wire(sub))
+                except Exception as exc:
+                    conn.disconnect()
+                    pool.release(conn)
+                    replies[i] = exc
+                    continue
+                sent.append((i, conn, sub))
+            while sent:
+                i, conn, sub = sent.pop(0)
+                replies[i] = self._receive(self.clients[i], conn, sub, deadline)
+        finally:
+            for i, conn, _ in sent:  # only after an unexpected error: do not reuse them
+                conn.disconnect()
+                self.clients[i].connection_pool.release(conn)
+        return replies
+
+    @staticmethod
+    def _receive(client: Any, conn: Any, op: Eval | Call, deadline: float) -> object:
+        pool = client.connection_pool
+        try:
+            if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                conn.disconnect()
+                return NodeLateError("no answer in time")
+            try:
+                return client.parse_response(conn, _wire(op)[0])
+            except NoScriptError:
+                # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
+                assert isinstance(op, Eval)
+                n = len(op.keys)
+                conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
+                return client.parse_response(conn, "EVAL")
+        except ResponseError as exc:  # the connection is fine; the command failed
+            return script_error(exc) or exc
+        except Exception as exc:
+            conn.disconnect()
+            return exc
+        finally:
+            pool.release(conn)
+
+
+class Redlock(Lock):
+    """A distributed mutex over N independent Redis masters (N >= 3, odd).
+
+    The same API as :class:`Lock`; held only while a majority of masters holds it.
+    Algorithm: the Redis docs' distributed-locks page ("The Redlock Algorithm"): all
+    masters at once, a per-master timeout much shorter than the TTL, a majority within the
+    validity ``ttl - elapsed - drift``, release on every master after a failed try, random
+    retry delay, extensions counted on a majority. Fencing tokens by the quorum rule of
+    :mod:`redislock._core.quorum` (not in the original algorithm; see "Redlock" in the
+    README for what it does and does not give).
+
+    Redlock assumes bounded network delay, process pauses and clock drift (Kleppmann
+    2016): a holder paused past its validity, or a master whose clock jumps, can give two
+    holders. Pass ``fencing_token`` to the protected resource; restart crashed masters only
+    after the longest TTL, or run them with ``appendfsync always``.
+
+    Example::
+
+        masters = [redis.Redis(port=p, socket_timeout=0.5) for p in (7001, 7002, 7003)]
+        with Redlock(masters, "nightly-report", ttl=10):
+            ...
+
+    Args:
+        masters: 3 or more ``redis.Redis`` clients, one per independent master (not
+            replicas of each other); give each a ``socket_timeout``.
+        name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease, prefix: as
+            for :class:`Lock` (seconds).
+        node_timeout: seconds to wait for the masters in one round; default a tenth of the
+            lease, at most 1 s; at most a third of the lease.
+        drift_factor: clock drift allowance as a fraction of the lease (default 0.01); 2 ms
+            are added. The local lease estimate ends at ``start + lease - drift``.
+        retry_delay: longest random pause between two tries of a blocking acquire, in
+            seconds (default 0.2).
+        fencing: issue quorum fencing tokens (default True). False skips the extra round
+            that balances counters after a master missed grants, and ``fencing_token`` is
+            None.
+
+    Raises:
+        LockConfigError: bad arguments: fewer than 3 masters, a master given twice, a
+            client of the wrong type, bad durations (before any I/O). On the first acquire,
+            two masters that are one server (same run_id) also raise it.
+    """
+
+    __slots__ = ()
+    _core: RedlockCore
+
+    def __init__(
+        self,
+        masters: Sequence[redis.Redis],
+        name: str,
+        *,
+        ttl: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+        timeout: float | None = None,
+        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
+        renew_interval: float | None = None,
+        max_lease: float | None = None,
+        node_timeout: float | None = None,
+        drift_factor: float = DEFAULT_DRIFT_FACTOR,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
+        fencing: bool = True,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        labels = check_masters(
+            masters, (redis.Redis,), "a redis.Redis (for asyncio use AsyncRedlock; no cluster)"
+        )
+        self._core = RedlockCore.build(
+            labels,
+            name,
+            node_timeout=node_timeout,
+            drift_factor=drift_factor,
+            retry_delay=retry_delay,
+            fencing=fencing,
+            ttl=ttl,
+            watchdog_lease=watchdog_lease,
+            renew_interval=renew_interval,
+            max_lease=max_lease,
+            timeout=timeout,
+            recheck_interval=DEFAULT_RECHECK,
+            prefix=prefix,
+            on_lost=on_lost,
+        )
+        self._client = Masters(masters)
+
+    @property
+    def masters(self) -> tuple[str, ...]:
+        """One label per master (``host:port`` or socket path), in the order given."""
+        return self._core.labels
+
+    @property
+    def quorum(self) -> int:
+        """How many masters must agree: ``N // 2 + 1``."""
+        return self._core.quorum
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The quorum fencing token of the current hold, or None (not held, or
+        ``fencing=False``). Greater than the token of every hold that was acquired before
+        this acquire started, while no master loses its counter."""
+        if not self._core.fencing:
+            return None
+        return super().fencing_token
+
+    def detach(self) -> str:
+        """Not supported for Redlock.
+
+        Raises:
+            LockUsageError: always (a quorum hold's fencing token cannot be read back).
+        """
+        raise LockUsageError(
+            "Redlock holds cannot be detached: the fencing token of a quorum hold cannot be "
+            "read back from the masters by adopt()"
+        )

@@ -20,6 +20,7 @@ from redislock._core.fair import FairCore
 from redislock._core.hold import HoldCore
 from redislock._core.keys import FairKeys, HoldKeys, LockKeys
 from redislock._core.lock import LockCore
+from redislock._core.multi import MultiCore
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
 
@@ -119,9 +120,13 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_force_release": ["wake_ttl_ms"],
         "fair": ["lease_ms", "waiter_ms"],
         "hold": ["ms", "marker_ms", "wake_ms"],
+        "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms"],
     }
     assert durations == expected.get(name, [])
 
+
+# multi.lua's key arguments: KEYS[<index of name i>], or a local holding only such keys.
+_MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers)\)?|wake"
 
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
@@ -143,8 +148,21 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert "local g = grant_key(" in code
             assert re.search(r"return ARGV\[7\] \.\. string\.sub\(redis\.sha1hex\(tok\)", code)
             continue
+        if name == "multi":
+            # The documented exception: one script over a chunk of names. Its keys are
+            # KEYS entries picked by the name's index, or locals filled only from them.
+            assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
+            continue
         assert re.fullmatch(r"KEYS\[\d+\]", first.strip()), f"{command} {first}"
-    assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
+    if name == "multi":
+        for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
+            assert re.fullmatch(r"[\d ]*[*+\- \w()\[\]#]*", index), index
+            assert set(re.findall(r"[a-z_]+", index)) <= {"i", "stride", "ours", "j"}, index
+        for local in ("locks", "gone", "markers", "wake"):
+            for value in re.findall(rf"\b{local}(?:\[[^\]]*\])? = (.+)", code):
+                assert re.fullmatch(r"KEYS\[[^\]]*\]?\]|locks\[i\]|\{\}.*", value), value
+    else:
+        assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
     assert "#KEYS" not in code
     assert "redislock:" not in code  # no key prefix spelled out in Lua
     assert not {cmd.upper() for cmd, _ in calls} & {"KEYS", "SCAN", "SELECT", "RENAME"}
@@ -448,6 +466,38 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
         (("PTTL", F.grant(token)), Between(lease_ms - SLACK, lease_ms)),
         *not_queued(token),
     ]
+
+
+# multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do).
+M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
+MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
+MREL = (M1.lock, M1.wait, M1.wake, M2.lock, M2.wait, M2.wake)
+MLOCKS = (M1.lock, M2.lock)
+
+
+def multi_args(
+    op: str,
+    n: int = 2,
+    token: str = TOKEN,
+    *,
+    ms: int | str = "",
+    meta: str = "",
+    marker_ms: int | str = "",
+    wake_ms: int | str = "",
+    mode: str = "",
+) -> tuple[Arg, ...]:
+    """multi.lua's ARGV, laid out as ``MultiCore._op`` lays it out."""
+    return (op, n, token, ms, meta, marker_ms, wake_ms, mode)
+
+
+def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:
+    """multi.lua acquire of both names with a 10 s lease."""
+    return multi_args("acquire", token=token, ms=10000, meta=META, marker_ms=marker_ms)
+
+
+def mheld(keys: LockKeys, token: str = TOKEN, px: int = 5000) -> tuple[Arg, ...]:
+    """Setup: ``token`` holds ``keys`` as a Lock would (for ``px`` ms more)."""
+    return ("SET", keys.lock, f"{token}|{META}", "PX", px)
 
 
 CASES = [
@@ -1877,6 +1927,177 @@ CASES = [
             *absent(F.lock, F.fence),
         ],
     ),
+    # ---------------------------------------------------------------- multi: acquire
+    Case(
+        "multi-acquire-takes-every-name",
+        "multi",
+        MACQ,
+        macq(),
+        ["ok", 42, 1],
+        setup=[("SET", M1.fence, 41)],
+        after=[
+            (("GET", M1.lock), f"{TOKEN}|{META}"),  # exactly Lock's value and TTL
+            (("PTTL", M1.lock), Between(9000, 10000)),
+            (("GET", M2.lock), f"{TOKEN}|{META}"),
+            (("PTTL", M2.lock), Between(9000, 10000)),
+            (("GET", M2.fence), "1"),
+            (("PTTL", M2.fence), -1),  # fence counters never expire
+            *absent(M1.wait, M2.wait),
+        ],
+    ),
+    Case(
+        "multi-acquire-busy-takes-nothing",
+        "multi",
+        MACQ,
+        macq(marker_ms=0),
+        ["busy", Between(4000, 5000), 2],
+        setup=[("SET", M2.lock, f"{OTHER}|{META}", "PX", 5000), ("SET", M1.fence, 7)],
+        after=[
+            (("GET", M2.lock), f"{OTHER}|{META}"),
+            (("GET", M1.fence), "7"),  # no fencing token burnt
+            *absent(M1.lock, M2.fence, M1.wait, M2.wait),
+        ],
+    ),
+    Case(
+        "multi-acquire-busy-waiting-marks-the-busy-name",
+        "multi",
+        MACQ,
+        macq(marker_ms=1500),
+        ["busy", Between(4000, 5000), 2],
+        setup=[("SET", M2.lock, f"{OTHER}|{META}", "PX", 5000)],
+        after=[
+            (("GET", M2.wait), "1"),
+            (("PTTL", M2.wait), Between(1000, 1500)),
+            *absent(M1.lock, M1.fence, M1.wait, M2.fence),
+        ],
+    ),
+    Case(
+        "multi-acquire-retry-keeps-its-fence",
+        "multi",
+        MACQ,
+        macq(),
+        ["ok", 3, 1],
+        setup=[("SET", M1.lock, f"{TOKEN}|{META}", "PX", 5000), ("SET", M1.fence, 3)],
+        after=[(("GET", M1.fence), "3"), (("GET", M2.lock), f"{TOKEN}|{META}")],
+    ),
+    Case(
+        "multi-acquire-key-without-ttl",
+        "multi",
+        MACQ,
+        macq(marker_ms=0),
+        ["busy", -1, 2],
+        setup=[("SET", M2.lock, "not ours")],
+        after=[(("GET", M2.lock), "not ours"), *absent(M1.lock, M1.fence, M2.fence)],
+    ),
+    Case(
+        "multi-acquire-other-kind-is-wrongtype",
+        "multi",
+        MACQ,
+        macq(),
+        Error("WRONGTYPE"),
+        setup=[("HSET", M2.lock, OTHER, "w|1|0|1|x")],
+        after=absent(M1.lock, M1.fence, M2.fence),
+    ),
+    # ---------------------------------------------------------------- multi: release
+    Case(
+        "multi-release-all-wakes-each-waited-name",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["ok", 2, 0],
+        setup=[mheld(M1), mheld(M2), marker(M2.wait)],
+        after=[*absent(M1.lock, M2.lock, M1.wake), *woken(M2.wake)],
+    ),
+    Case(
+        "multi-release-leaves-another-owners-name",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["taken", 1, 2],
+        setup=[mheld(M1), mheld(M2, OTHER), marker(M1.wait), marker(M2.wait)],
+        after=[
+            (("GET", M2.lock), f"{OTHER}|{META}"),
+            *absent(M1.lock, M2.wake),
+            *woken(M1.wake),
+        ],
+    ),
+    Case(
+        "multi-release-gone",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["gone", 1, 1],
+        setup=[mheld(M2)],
+        after=absent(M1.lock, M2.lock),
+    ),
+    # ---------------------------------------------------------------- multi: extend, status
+    Case(
+        "multi-extend-add",
+        "multi",
+        MLOCKS,
+        multi_args("extend", ms=10000, mode="add"),
+        ["ok", Between(14000, 15000), 0],
+        setup=[mheld(M1), mheld(M2)],
+        after=[
+            (("PTTL", M1.lock), Between(14000 - SLACK, 15000)),
+            (("PTTL", M2.lock), Between(14000 - SLACK, 15000)),
+        ],
+    ),
+    Case(
+        "multi-extend-max-never-shortens",
+        "multi",
+        MLOCKS,
+        multi_args("extend", ms=10000, mode="max"),
+        ["ok", 10000, 0],
+        setup=[mheld(M1), mheld(M2, px=20000)],
+        after=[
+            (("PTTL", M1.lock), Between(10000 - SLACK, 10000)),
+            (("PTTL", M2.lock), Between(19000 - SLACK, 20000)),
+        ],
+    ),
+    Case(
+        "multi-extend-set",
+        "multi",
+        MLOCKS,
+        multi_args("extend", ms=3000, mode="set"),
+        ["ok", 3000, 0],
+        setup=[mheld(M1), mheld(M2, px=20000)],
+        after=[(("PTTL", M2.lock), Between(3000 - SLACK, 3000))],
+    ),
+    Case(
+        "multi-extend-one-gone-changes-nothing",
+        "multi",
+        MLOCKS,
+        multi_args("extend", ms=10000, mode="add"),
+        ["gone", 0, 2],
+        setup=[mheld(M1)],
+        after=[(("PTTL", M1.lock), Between(4000, 5000)), *absent(M2.lock)],
+    ),
+    Case(
+        "multi-status-ok",
+        "multi",
+        MLOCKS,
+        multi_args("status"),
+        ["ok", Between(4000, 5000), 0],
+        setup=[mheld(M1), mheld(M2, px=8000)],
+    ),
+    Case(
+        "multi-status-taken",
+        "multi",
+        MLOCKS,
+        multi_args("status"),
+        ["taken", 0, 1],
+        setup=[mheld(M1, OTHER), mheld(M2)],
+    ),
+    Case(
+        "multi-unknown-op",
+        "multi",
+        MLOCKS,
+        multi_args("steal"),
+        Error("unknown multi op steal"),
+        setup=[mheld(M1, OTHER)],
+        after=[(("GET", M1.lock), f"{OTHER}|{META}")],
+    ),
 ]
 
 
@@ -1988,6 +2209,33 @@ def test_case_keys_and_argv_are_laid_out_as_the_cores_lay_them_out() -> None:
     assert op.args == facq()
     assert fair_core._fair("release", TOKEN).args == fair_args("release")
     assert fair_core._fair("force", "").args == fair_args("force", "")
+
+
+def test_multi_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
+    """The multi cases call the script exactly as MultiCore does."""
+    base = LockCore.create(
+        "job",
+        ttl=10.0,
+        watchdog_lease=30.0,
+        renew_interval=None,
+        max_lease=None,
+        timeout=None,
+        recheck_interval=0.1,
+        prefix="redislock:",
+        on_lost=None,
+        socket_timeout=None,
+    )
+    core = MultiCore.from_base(base, ("job", "job}2"), "redislock:", False)
+    (chunk,) = core.chunks
+    op = core._op("acquire", chunk, TOKEN, ms=10000, meta=META, marker_ms=1500)
+    assert op.script is SCRIPTS["multi"]
+    assert (op.keys, op.args) == (MACQ, macq(marker_ms=1500))
+    op = core._op("release", chunk, TOKEN)
+    assert (op.keys, op.args) == (MREL, multi_args("release", wake_ms=core.wake_ms))
+    op = core._op("extend", chunk, TOKEN, ms=3000, mode="add")
+    assert (op.keys, op.args) == (MLOCKS, multi_args("extend", ms=3000, mode="add"))
+    op = core._op("status", chunk, TOKEN)
+    assert (op.keys, op.args) == (MLOCKS, multi_args("status"))
 
 
 def test_lua_keys_are_hash_tagged_together() -> None:

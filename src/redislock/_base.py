@@ -37,7 +37,9 @@ class Renewable(Protocol):
     to ``on_lost``."""
 
     _client: Any
-    _core: LockCore
+
+    @property
+    def _core(self) -> LockCore: ...  # read-only here, so a subclass's core type fits
 
     def _subject(self) -> object: ...
 

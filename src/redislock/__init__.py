@@ -5,14 +5,16 @@ Public surface, each kind in a sync and an asyncio flavour with the same API:
 :class:`Lock` / :class:`AsyncLock` (mutex), :class:`RLock` / :class:`AsyncRLock`
 (reentrant per thread / task), :class:`ReadWriteLock` / :class:`AsyncReadWriteLock`,
 :class:`FairLock` / :class:`AsyncFairLock` (FIFO hand-off), :class:`Semaphore` /
-:class:`AsyncSemaphore` (permits with leases); the statistics snapshot, and the exception
-tree of :mod:`redislock.errors`.
+:class:`AsyncSemaphore` (permits with leases), :class:`MultiLock` /
+:class:`AsyncMultiLock` (several names, all or nothing); the statistics snapshot, and the
+exception tree of :mod:`redislock.errors`.
 """
 
 from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._version import __version__ as __version__
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
+from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
 from redislock.aio.redlock import AsyncRedlock as AsyncRedlock
 from redislock.aio.rlock import AsyncReadLock as AsyncReadLock
 from redislock.aio.rlock import AsyncReadWriteLock as AsyncReadWriteLock
@@ -33,6 +35,7 @@ from redislock.errors import ReplicationError as ReplicationError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
+from redislock.sync.multi import MultiLock as MultiLock
 from redislock.sync.redlock import Redlock as Redlock
 from redislock.sync.rlock import ReadLock as ReadLock
 from redislock.sync.rlock import ReadWriteLock as ReadWriteLock
@@ -45,6 +48,7 @@ __all__ = [
     "AcquireTimeoutError",
     "AsyncFairLock",
     "AsyncLock",
+    "AsyncMultiLock",
     "AsyncPermit",
     "AsyncRLock",
     "AsyncReadLock",
@@ -59,6 +63,7 @@ __all__ = [
     "LockStatistics",
     "LockUpgradeError",
     "LockUsageError",
+    "MultiLock",
     "NotOwnedError",
     "Permit",
     "QueueFullError",
@@ -79,6 +84,7 @@ for _obj in (
     AcquireTimeoutError,
     AsyncFairLock,
     AsyncLock,
+    AsyncMultiLock,
     AsyncPermit,
     AsyncRLock,
     AsyncReadLock,
@@ -93,6 +99,7 @@ for _obj in (
     LockStatistics,
     LockUpgradeError,
     LockUsageError,
+    MultiLock,
     NotOwnedError,
     Permit,
     QueueFullError,

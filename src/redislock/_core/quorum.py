@@ -190,6 +190,9 @@ class RedlockCore(LockCore):
             if not rid:
                 continue
             if rid in seen:
+                # Forget every id: the next acquire asks again and refuses again, instead
+                # of finding all ids known and counting one server twice.
+                self.run_ids = None
                 raise LockConfigError(
                     f"masters {self.labels[seen[rid]]} and {self.labels[i]} are the same "
                     f"server (run_id {rid[:12]}…): Redlock needs independent masters"
@@ -208,48 +211,29 @@ class RedlockCore(LockCore):
         """
         if self.live() is not None:
             raise LockUsageError(
-                f"lock {self.name!r} is already held by this object (Redlock is not reentrant)"
+                f"lock {self.name!r} is already held by this object (it is not reentrant)"
             )
         if self.run_ids is None or None in self.run_ids:
             yield from self.identify_flow()
-        keys = self.keys
         token = new_token()
         self.pending_token = token
         start = time.monotonic()
         deadline = None if wait is None else start + wait
-        acquire = Eval(
-            _ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, self.lease_ms, holder_meta(), 0)
-        )
+        meta = holder_meta()
         try:
             while True:
                 sent = time.monotonic()
-                replies = yield self._all(acquire)
-                fences = [
-                    as_int(r[1])
-                    for r in replies
-                    if isinstance(r, list | tuple) and r and as_str(r[0]) == "ok"
-                ]
-                granted = len(fences) >= self.quorum
-                fence = max(fences, default=0)
-                if granted and self.fencing:
-                    granted = yield from self._publish_fence(replies, fence)
+                outcomes, grant = yield from self._try_flow(token, meta)
                 validity_end = sent + self.lease - self.drift
-                if granted and time.monotonic() < validity_end:
-                    self.holding = Holding(
-                        token=token,
-                        fence=fence,
-                        pid=os.getpid(),
-                        acquired_at=sent,
-                        expires_at=validity_end,
-                    )
+                if grant is not None and time.monotonic() < validity_end:
+                    self.holding = self._holding(token, grant, sent, validity_end)
                     self.last_lost = False
                     self.counters.acquisitions += 1
                     self.counters.total_wait += time.monotonic() - start
                     return True
                 # Not held: undo on every master, including those that seemed to fail.
-                yield self._all(self._release_op(token))
-                outcomes = [outcome_of(r) for r in replies]
-                if len(fences) >= self.quorum:  # a majority said yes, but too late
+                yield from self.abandon_flow(token)
+                if outcomes.count("ok") >= self.quorum:  # a majority said yes, but too late
                     outcomes = ["late" if o == "ok" else o for o in outcomes]
                 busy = outcomes.count("busy")
                 failed = len(outcomes) - busy - outcomes.count("ok")
@@ -269,24 +253,75 @@ class RedlockCore(LockCore):
         finally:
             self.pending_token = None
 
-    def _publish_fence(self, replies: list[object], fence: int) -> Flow[bool]:
-        """Step 3 of quorum fencing: make a majority hold a counter >= ``fence``."""
-        equal = [
-            isinstance(r, list | tuple) and as_str(r[0]) == "ok" and as_int(r[1]) == fence
-            for r in replies
+    def _try_flow(self, token: str, meta: str) -> Flow[tuple[list[str], Any]]:
+        """One try on every master: (the outcome word of each master, the grant: the
+        fencing token, or None when no majority granted it or the token could not be made
+        safe)."""
+        keys = self.keys
+        op = Eval(_ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, self.lease_ms, meta, 0))
+        replies = yield self._all(op)
+        outcomes = [outcome_of(r) for r in replies]
+        counters: list[dict[str, int] | None] = [
+            {self.name: as_int(r[1])} if o == "ok" and isinstance(r, list | tuple) else None
+            for r, o in zip(replies, outcomes, strict=True)
         ]
-        have = sum(equal)
-        if have >= self.quorum:
-            return True
-        raise_op = Eval(_FENCE, (self.keys.fence,), (fence,))
-        answers = yield FanOut(
-            tuple(None if equal[i] else raise_op for i in range(self.n)), self.node_timeout
+        if outcomes.count("ok") < self.quorum:
+            return outcomes, None
+        fence = max(c[self.name] for c in counters if c is not None)
+        if self.fencing:
+            safe = yield from self._publish_fences(counters, {self.name: fence})
+            if not safe:
+                return outcomes, None
+        return outcomes, fence
+
+    def _holding(self, token: str, grant: Any, sent: float, validity_end: float) -> Holding:
+        return Holding(
+            token=token,
+            fence=int(grant),
+            pid=os.getpid(),
+            acquired_at=sent,
+            expires_at=validity_end,
         )
-        for i, answer in enumerate(answers):
-            ok = not equal[i] and not isinstance(answer, BaseException) and answer is not None
-            if ok and as_int(answer) >= fence:
-                have += 1
-        return have >= self.quorum
+
+    def _fence_key(self, name: str) -> str:
+        """The fence key of ``name`` (this lock's own for a single name)."""
+        return self.keys.fence
+
+    def _publish_fences(
+        self, counters: list[dict[str, int] | None], fences: dict[str, int]
+    ) -> Flow[bool]:
+        """Step 3 of quorum fencing: make a majority of masters hold, for every name, a
+        counter >= its token. ``counters[i]``: the values master i returned when it granted
+        (None: it did not). Masters that returned a smaller value, or did not grant, are
+        raised in one script each; True when every name reaches a majority."""
+        have = {
+            name: sum(1 for c in counters if c is not None and c.get(name) == fence)
+            for name, fence in fences.items()
+        }
+        short = sorted(name for name, count in have.items() if count < self.quorum)
+        if not short:
+            return True
+        needs: list[list[str]] = [
+            [name for name in short if c is None or c.get(name) != fences[name]] for c in counters
+        ]
+        answers = yield FanOut(
+            tuple(
+                Eval(
+                    _FENCE,
+                    tuple(self._fence_key(name) for name in need),
+                    tuple(fences[name] for name in need),
+                )
+                if need
+                else None
+                for need in needs
+            ),
+            self.node_timeout,
+        )
+        for need, answer in zip(needs, answers, strict=True):
+            if need and isinstance(answer, int) and answer == len(need):
+                for name in need:
+                    have[name] += 1
+        return all(have[name] >= self.quorum for name in short)
 
     # ------------------------------------------------------------------ release
 

@@ -153,6 +153,10 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             # KEYS entries picked by the name's index, or locals filled only from them.
             assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
             continue
+        if name == "redlock_fence":
+            # Any number of fence keys, each read and written as KEYS[i] in one loop.
+            assert first.strip() == "KEYS[i]" and "for i = 1, #KEYS do" in code
+            continue
         assert re.fullmatch(r"KEYS\[\d+\]", first.strip()), f"{command} {first}"
     if name == "multi":
         for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
@@ -161,9 +165,11 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
         for local in ("locks", "gone", "markers", "wake"):
             for value in re.findall(rf"\b{local}(?:\[[^\]]*\])? = (.+)", code):
                 assert re.fullmatch(r"KEYS\[[^\]]*\]?\]|locks\[i\]|\{\}.*", value), value
+    elif name == "redlock_fence":
+        assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
     else:
         assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
-    assert "#KEYS" not in code
+    assert "#KEYS" not in code or name == "redlock_fence"
     assert "redislock:" not in code  # no key prefix spelled out in Lua
     assert not {cmd.upper() for cmd, _ in calls} & {"KEYS", "SCAN", "SELECT", "RENAME"}
 
@@ -470,6 +476,7 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
 
 # multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do).
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
+M3 = LockKeys.for_name("job}3")
 MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
 MREL = (M1.lock, M1.wait, M1.wake, M2.lock, M2.wait, M2.wake)
 MLOCKS = (M1.lock, M2.lock)
@@ -2088,6 +2095,37 @@ CASES = [
         multi_args("status"),
         ["taken", 0, 1],
         setup=[mheld(M1, OTHER), mheld(M2)],
+    ),
+    # ---------------------------------------------------------------- redlock_fence
+    Case(
+        "redlock-fence-raises-a-lower-counter",
+        "redlock_fence",
+        (K.fence,),
+        (7,),
+        1,
+        setup=[("SET", K.fence, 3)],
+        after=[(("GET", K.fence), "7"), (("PTTL", K.fence), -1)],
+    ),
+    Case(
+        "redlock-fence-creates-a-missing-counter",
+        "redlock_fence",
+        (K.fence,),
+        (5,),
+        1,
+        after=[(("GET", K.fence), "5"), (("PTTL", K.fence), -1)],
+    ),
+    Case(
+        "redlock-fence-never-lowers",
+        "redlock_fence",
+        (K.fence, M2.fence, M3.fence),
+        (4, 9, 2),
+        3,
+        setup=[("SET", K.fence, 10), ("SET", M3.fence, 2)],
+        after=[
+            (("GET", K.fence), "10"),
+            (("GET", M2.fence), "9"),
+            (("GET", M3.fence), "2"),
+        ],
     ),
     Case(
         "multi-unknown-op",

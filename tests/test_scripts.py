@@ -155,7 +155,8 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             continue
         if name == "redlock_fence":
             # Any number of fence keys, each read and written as KEYS[i] in one loop.
-            assert first.strip() == "KEYS[i]" and "for i = 1, #KEYS do" in code
+            assert first.strip() == "KEYS[i]"
+            assert "for i = 1, #KEYS do" in code
             continue
         assert re.fullmatch(r"KEYS\[\d+\]", first.strip()), f"{command} {first}"
     if name == "multi":

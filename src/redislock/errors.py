@@ -138,7 +138,8 @@ class QuorumError(RedisLockError):
         needed: how many masters had to agree (``N // 2 + 1``).
         outcomes: one entry per master, in the order given: its label (``host:port`` or
             socket path) mapped to "ok", "busy", "gone", "taken", "late" (answered after the
-            validity time or node timeout) or "error: <type>: <message>".
+            validity time or node timeout), "held" / "free" (``locked()``) or
+            "error: <type>: <message>".
     """
 
     def __init__(self, name: str, operation: str, needed: int, outcomes: dict[str, str]) -> None:

@@ -158,12 +158,10 @@ class RedlockCore(LockCore):
     def _all(self, op: Eval | Call) -> FanOut:
         return FanOut((op,) * self.n, self.node_timeout)
 
-    def _error(self, operation: str, replies: list[object] | list[str]) -> QuorumError:
-        outcomes = {
-            label: r if isinstance(r, str) else outcome_of(r)
-            for label, r in zip(self.labels, replies, strict=True)
-        }
-        return QuorumError(self.name, operation, self.quorum, outcomes)
+    def _error(self, operation: str, outcomes: list[str]) -> QuorumError:
+        """A :class:`QuorumError` naming each master's outcome word."""
+        by_master = dict(zip(self.labels, outcomes, strict=True))
+        return QuorumError(self.name, operation, self.quorum, by_master)
 
     # ------------------------------------------------------------------ identity
 
@@ -332,12 +330,11 @@ class RedlockCore(LockCore):
         still had it), :class:`QuorumError` if failures kept the answer from a majority
         (the object keeps the hold; the keys left run out with their TTL).
         """
-        replies = yield self._all(self._release_op(h.token))
-        outcomes = [outcome_of(r) for r in replies]
+        outcomes = yield from self._release_all(h.token)
         ok = outcomes.count("ok")
         lost = sum(1 for o in outcomes if o in ("gone", "taken"))
         if ok < self.quorum and lost <= self.n - self.quorum and not h.lost:
-            raise self._error("release", replies)
+            raise self._error("release", outcomes)
         if self.holding is h:
             self.holding = None
         if retry and ok < self.quorum and not h.lost:
@@ -350,8 +347,14 @@ class RedlockCore(LockCore):
             raise LockLostError(self.name, "fewer than a majority of masters still had it")
 
     def abandon_flow(self, token: str) -> Flow[None]:
-        """Delete ``token``'s keys on every master (cleanup after a cancelled acquire)."""
-        yield self._all(self._release_op(token))
+        """Delete ``token``'s keys on every master (cleanup after a failed or cancelled
+        acquire)."""
+        yield from self._release_all(token)
+
+    def _release_all(self, token: str) -> Flow[list[str]]:
+        """Owner-checked delete on every master; the outcome word of each."""
+        replies = yield self._all(self._release_op(token))
+        return [outcome_of(r) for r in replies]
 
     # ------------------------------------------------------------------ extend, status
 
@@ -360,14 +363,7 @@ class RedlockCore(LockCore):
         estimate ``h.expires_at`` moved), or ("gone"/"taken", 0.0) when no majority can
         still have it. Raises :class:`QuorumError` when failures decide."""
         sent = time.monotonic()
-        op = Eval(_EXTEND, (self.keys.lock,), (h.token, validate.to_ms(seconds), mode))
-        replies = yield self._all(op)
-        outcomes = [outcome_of(r) for r in replies]
-        ttls = [
-            as_int(r[1]) / 1000.0
-            for r, o in zip(replies, outcomes, strict=True)
-            if o == "ok" and isinstance(r, list | tuple)
-        ]
+        outcomes, ttls = yield from self._extend_all(h.token, validate.to_ms(seconds), mode)
         if len(ttls) >= self.quorum:
             end = sent + _quorum_value_f(ttls, self.quorum) - self.drift
             if time.monotonic() < end:
@@ -377,21 +373,21 @@ class RedlockCore(LockCore):
         taken = outcomes.count("taken")
         if gone + taken > self.n - self.quorum:
             return ("taken" if taken else "gone"), 0.0
-        raise self._error("extend", replies)
+        raise self._error("extend", outcomes)
+
+    def _extend_all(self, token: str, ms: int, mode: str) -> Flow[tuple[list[str], list[float]]]:
+        """Owner-checked PEXPIRE on every master: the outcome word of each, and the new
+        TTL in seconds of each that extended."""
+        replies = yield self._all(Eval(_EXTEND, (self.keys.lock,), (token, ms, mode)))
+        return _with_ttls(replies)
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
         """What ``token`` holds on a majority: (status, validity seconds, fencing token)."""
         sent = time.monotonic()
-        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.fence), (token,)))
-        outcomes = [outcome_of(r) for r in replies]
+        outcomes, ttls = yield from self._status_all(token)
         for o in outcomes:
             if o not in ("ok", "gone", "taken", "late") and not o.startswith("error:"):
-                raise UnexpectedReplyError(f"lock_status replied {o!r}")
-        ttls = [
-            as_int(r[1]) / 1000.0
-            for r, o in zip(replies, outcomes, strict=True)
-            if o == "ok" and isinstance(r, list | tuple)
-        ]
+                raise UnexpectedReplyError(f"status replied {o!r}")
         if len(ttls) >= self.quorum:
             left = _quorum_value_f(ttls, self.quorum) - self.drift - (time.monotonic() - sent)
             if left > 0:
@@ -401,18 +397,30 @@ class RedlockCore(LockCore):
             return ("taken" if "taken" in outcomes else "gone"), 0.0, 0
         if len(ttls) >= self.quorum:
             return "gone", 0.0, 0  # a majority has it, but its validity has run out
-        raise self._error("status", replies)
+        raise self._error("status", outcomes)
+
+    def _status_all(self, token: str) -> Flow[tuple[list[str], list[float]]]:
+        """What ``token`` holds on every master: outcome words, and the TTL in seconds of
+        each master where it holds."""
+        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.fence), (token,)))
+        return _with_ttls(replies)
 
     def locked_flow(self) -> Flow[bool]:
-        """Whether a majority of masters has the lock key (anybody's)."""
-        replies = yield self._all(Call(("EXISTS", self.keys.lock)))
-        have = sum(1 for r in replies if isinstance(r, int) and r > 0)
-        absent = sum(1 for r in replies if isinstance(r, int) and r == 0)
+        """Whether a majority of masters has the lock (anybody's)."""
+        replies = yield from self._locked_all()
+        have = sum(1 for r in replies if r is True)
+        absent = sum(1 for r in replies if r is False)
         if have >= self.quorum:
             return True
         if absent > self.n - self.quorum:
             return False
-        raise self._error("locked", replies)
+        words = ["held" if r is True else "free" if r is False else outcome_of(r) for r in replies]
+        raise self._error("locked", words)
+
+    def _locked_all(self) -> Flow[list[object]]:
+        """Per master: whether the lock key exists, or the exception it failed with."""
+        replies = yield self._all(Call(("EXISTS", self.keys.lock)))
+        return [r > 0 if isinstance(r, int) else r for r in replies]
 
     def adopt_flow(self, token: Any) -> Flow[None]:
         """Not supported: a Redlock hold's fencing token cannot be recovered from masters."""
@@ -420,6 +428,18 @@ class RedlockCore(LockCore):
             "Redlock holds cannot be adopted (nor detached): the fencing token of a "
             "quorum hold cannot be read back from the masters"
         )
+
+
+def _with_ttls(replies: list[object]) -> tuple[list[str], list[float]]:
+    """Outcome words of ``{status, pttl_ms, ...}`` replies, and the TTLs (seconds) of the
+    "ok" ones."""
+    outcomes = [outcome_of(r) for r in replies]
+    ttls = [
+        as_int(r[1]) / 1000.0
+        for r, o in zip(replies, outcomes, strict=True)
+        if o == "ok" and isinstance(r, list | tuple)
+    ]
+    return outcomes, ttls
 
 
 def _quorum_value_f(values: list[float], quorum: int) -> float:

@@ -16,8 +16,11 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
 from redislock.server import RedisProcess
+from tests.cluster import LocalCluster
 from tests.flavors import FLAVORS, Flavor, LoopThread, make_flavor
 
 
@@ -50,6 +53,34 @@ def spawn_server(short_tmp: Path) -> Iterator[Callable[..., RedisProcess]]:
     yield spawn
     for proc in started:
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(short_tmp: Path) -> Iterator[LocalCluster]:
+    """A real Redis Cluster, 3 masters + 3 replicas on 127.0.0.1 (see tests/cluster.py)."""
+    with LocalCluster(short_tmp / "cluster") as local:
+        yield local
+
+
+@pytest.fixture
+def rc(cluster: LocalCluster) -> Iterator[redis.cluster.RedisCluster]:
+    """A sync cluster client (bytes replies) on the healthy, flushed cluster."""
+    cluster.wait_healthy()
+    cluster.flush()
+    client = redis.cluster.RedisCluster(**cluster.startup(), socket_timeout=5)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def arc(cluster: LocalCluster) -> AsyncIterator[redis.asyncio.cluster.RedisCluster]:
+    """An asyncio cluster client (bytes replies) on the healthy, flushed cluster."""
+    cluster.wait_healthy()
+    cluster.flush()
+    client = redis.asyncio.cluster.RedisCluster(**cluster.startup(), socket_timeout=5)
+    await client.initialize()
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture

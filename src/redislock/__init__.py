@@ -15,6 +15,7 @@ from redislock._version import __version__ as __version__
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
 from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
+from redislock.aio.multiredlock import AsyncMultiRedlock as AsyncMultiRedlock
 from redislock.aio.redlock import AsyncRedlock as AsyncRedlock
 from redislock.aio.rlock import AsyncReadLock as AsyncReadLock
 from redislock.aio.rlock import AsyncReadWriteLock as AsyncReadWriteLock
@@ -36,6 +37,7 @@ from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
+from redislock.sync.multiredlock import MultiRedlock as MultiRedlock
 from redislock.sync.redlock import Redlock as Redlock
 from redislock.sync.rlock import ReadLock as ReadLock
 from redislock.sync.rlock import ReadWriteLock as ReadWriteLock
@@ -49,6 +51,7 @@ __all__ = [
     "AsyncFairLock",
     "AsyncLock",
     "AsyncMultiLock",
+    "AsyncMultiRedlock",
     "AsyncPermit",
     "AsyncRLock",
     "AsyncReadLock",
@@ -64,6 +67,7 @@ __all__ = [
     "LockUpgradeError",
     "LockUsageError",
     "MultiLock",
+    "MultiRedlock",
     "NotOwnedError",
     "Permit",
     "QueueFullError",
@@ -85,6 +89,7 @@ for _obj in (
     AsyncFairLock,
     AsyncLock,
     AsyncMultiLock,
+    AsyncMultiRedlock,
     AsyncPermit,
     AsyncRLock,
     AsyncReadLock,
@@ -100,6 +105,7 @@ for _obj in (
     LockUpgradeError,
     LockUsageError,
     MultiLock,
+    MultiRedlock,
     NotOwnedError,
     Permit,
     QueueFullError,

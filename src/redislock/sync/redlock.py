@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,9 +23,50 @@ from redislock._core.quorum import (
     check_masters,
 )
 from redislock.errors import LockUsageError
+from redislock.sync._driver import _execute
 from redislock.sync.lock import Lock
+from redislock.sync.renewer import _Workers
 
 __all__ = ["Masters", "Redlock"]
+
+
+_MAX_THREADS = 64
+"""Threads of the process-wide pool for suspect masters; a hung one holds a thread until
+its client's socket_timeout fires."""
+
+_pool: _Workers | None = None
+_pool_guard = threading.Lock()
+
+
+def _workers() -> _Workers:
+    global _pool
+    with _pool_guard:
+        if _pool is None:
+            _pool = _Workers(_MAX_THREADS)
+        return _pool
+
+
+def _forget_in_child() -> None:
+    global _pool, _pool_guard
+    _pool = None
+    _pool_guard = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _job(
+    future: concurrent.futures.Future[Any],
+    before: concurrent.futures.Future[Any] | None,
+    client: Any,
+    op: Eval | Call,
+) -> None:
+    if before is not None and not before.done():
+        concurrent.futures.wait([before])  # this master's previous command goes first
+    try:
+        future.set_result(_execute(client, op))
+    except BaseException as exc:
+        future.set_exception(exc)
 
 
 def _wire(op: Eval | Call) -> tuple[str | int, ...]:
@@ -32,31 +76,53 @@ def _wire(op: Eval | Call) -> tuple[str | int, ...]:
 
 
 class Masters:
-    """The masters of one Redlock, contacted all at once without threads: the command is
-    written to one pooled connection per master, then the replies are read as they come,
-    up to a shared deadline (non-blocking fan-out on redis-py's own connections)."""
+    """The masters of one Redlock, contacted all at once.
 
-    __slots__ = ("clients",)
+    A master that answered its last command in time takes the fast path: the command is
+    written to a pooled, connected connection, and the replies of all such masters are read
+    as they come, up to a shared deadline (no thread involved). A master that is new, or
+    that failed or answered late, is suspect: its command runs on a thread of a long-lived,
+    process-wide pool of daemon threads (never a new pool per call), because connecting to
+    a stalled server can block for its whole socket timeout. A suspect master's commands
+    run in order, each after the one before, so a release never overtakes the acquire it
+    undoes; it takes the fast path again once it answers in time.
+    """
+
+    __slots__ = ("_guard", "_last", "_suspect", "clients")
 
     def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = tuple(clients)
+        self._suspect = [True] * len(self.clients)
+        self._last: list[concurrent.futures.Future[Any] | None] = [None] * len(self.clients)
+        self._guard = threading.Lock()
 
     def fan_out(self, op: FanOut) -> list[object]:
         """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
         seconds in all. Returns per master its reply, its exception, or
-        :class:`NodeLateError` (its connection is then closed: the reply is not awaited)."""
+        :class:`NodeLateError` (no answer in time: a fast-path connection is closed, a
+        thread's command finishes in the background)."""
         deadline = time.monotonic() + op.timeout
         replies: list[object] = [None] * len(op.ops)
+        threaded: list[tuple[int, concurrent.futures.Future[Any]]] = []
+        with self._guard:
+            for i, sub in enumerate(op.ops):
+                if sub is not None and self._suspect[i]:
+                    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+                    before, self._last[i] = self._last[i], future
+                    _workers().submit(_job, future, before, self.clients[i], sub)
+                    threaded.append((i, future))
+        slow = {i for i, _ in threaded}
         sent: list[tuple[int, Any, Eval | Call]] = []
         try:
             for i, sub in enumerate(op.ops):
-                if sub is None:
+                if sub is None or i in slow:
                     continue
                 pool = self.clients[i].connection_pool
                 try:
                     conn = pool.get_connection()
                 except Exception as exc:  # refused, unreachable: this master failed
                     replies[i] = exc
+                    self._suspect[i] = True
                     continue
                 try:
                     conn.send_command(*_wire(sub))
@@ -64,15 +130,29 @@ class Masters:
                     conn.disconnect()
                     pool.release(conn)
                     replies[i] = exc
+                    self._suspect[i] = True
                     continue
                 sent.append((i, conn, sub))
             while sent:
                 i, conn, sub = sent.pop(0)
-                replies[i] = self._receive(self.clients[i], conn, sub, deadline)
+                replies[i] = reply = self._receive(self.clients[i], conn, sub, deadline)
+                if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
+                    self._suspect[i] = True
         finally:
             for i, conn, _ in sent:  # only after an unexpected error: do not reuse them
                 conn.disconnect()
                 self.clients[i].connection_pool.release(conn)
+        if threaded:
+            futures = [f for _, f in threaded]
+            concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+            for i, f in threaded:
+                if not f.done():
+                    replies[i] = NodeLateError("no answer in time")
+                    continue
+                failure = f.exception()
+                replies[i] = failure if failure is not None else f.result()
+                if failure is None or isinstance(failure, ResponseError):
+                    self._suspect[i] = False
         return replies
 
     @staticmethod

@@ -6,7 +6,9 @@ Public surface, each kind in a sync and an asyncio flavour with the same API:
 (reentrant per thread / task), :class:`ReadWriteLock` / :class:`AsyncReadWriteLock`,
 :class:`FairLock` / :class:`AsyncFairLock` (FIFO hand-off), :class:`Semaphore` /
 :class:`AsyncSemaphore` (permits with leases), :class:`MultiLock` /
-:class:`AsyncMultiLock` (several names, all or nothing); the statistics snapshot, and the
+:class:`AsyncMultiLock` (several names, all or nothing), :class:`Redlock` /
+:class:`AsyncRedlock` (a majority of N independent masters), :class:`MultiRedlock` /
+:class:`AsyncMultiRedlock` (several names over N masters); the statistics snapshot, and the
 exception tree of :mod:`redislock.errors`.
 """
 

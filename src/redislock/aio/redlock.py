@@ -31,6 +31,19 @@ def _wire(op: Eval | Call) -> tuple[str | int, ...]:
     return op.args
 
 
+def _cancel_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
+    """Raise the cancellation of ``task`` that an await returned over.
+
+    On Python 3.11, redis-py sends through ``asyncio.wait_for`` when the client has a
+    socket_timeout, and that ``wait_for`` drops a cancellation arriving as the write
+    completes (CPython gh-86296, fixed in 3.12): the cancelled acquire would go on trying,
+    and could take the lock for a caller that is gone. ``cancels`` is the task's
+    ``cancelling()`` count before the fan-out.
+    """
+    if task is not None and task.cancelling() > cancels:
+        raise asyncio.CancelledError
+
+
 class AsyncMasters:
     """The masters of one AsyncRedlock, contacted all at once: the command is written to
     one pooled connection per master, then the replies are read as they come, up to a
@@ -47,6 +60,8 @@ class AsyncMasters:
         :class:`NodeLateError` (its connection is then closed: the reply is not awaited).
         """
         deadline = asyncio.get_running_loop().time() + op.timeout
+        task = asyncio.current_task()
+        cancels = 0 if task is None else task.cancelling()
         replies: list[object] = [None] * len(op.ops)
         sent: list[tuple[int, Any, Eval | Call]] = []
         try:
@@ -59,18 +74,21 @@ class AsyncMasters:
                 except Exception as exc:  # refused, unreachable: this master failed
                     replies[i] = exc
                     continue
+                sent.append((i, conn, sub))  # from here on, a cancellation closes it
                 try:
                     await conn.send_command(*_wire(sub))
                 except Exception as exc:
+                    sent.pop()
                     await conn.disconnect(nowait=True)
                     await pool.release(conn)
                     replies[i] = exc
                     continue
-                sent.append((i, conn, sub))
+                _cancel_swallowed(task, cancels)
             while sent:
                 i, conn, sub = sent[0]
                 replies[i] = await self._receive(self.clients[i], conn, sub, deadline)
                 sent.pop(0)
+                _cancel_swallowed(task, cancels)
         finally:
             for i, conn, _ in sent:  # cancelled or failed half-way: do not reuse them
                 await conn.disconnect(nowait=True)

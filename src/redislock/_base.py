@@ -8,6 +8,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
+import redis.cluster
+import redis.sentinel
+
 from redislock._core.hold import HoldCore, check_permits, permit_id
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import (
@@ -30,6 +35,16 @@ def _socket_timeout(client: Any) -> float | None:
             value = kwargs.get("socket_timeout")
             return float(value) if isinstance(value, int | float) else None
     return None
+
+
+_SENTINEL_POOLS = (
+    redis.sentinel.SentinelConnectionPool,
+    redis.asyncio.sentinel.SentinelConnectionPool,
+)
+_CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+
+DEFAULT_REPLICA_TIMEOUT = 1.0
+"""Seconds ``WAIT`` may take when ``replicas`` > 0."""
 
 
 class Renewable(Protocol):
@@ -81,6 +96,8 @@ class LockBase:
         max_lease: float | None = None,
         recheck_interval: float = DEFAULT_RECHECK,
         prefix: str = DEFAULT_PREFIX,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         if not isinstance(client, self._client_types):
             raise LockConfigError(
@@ -98,7 +115,16 @@ class LockBase:
             prefix=prefix,
             on_lost=on_lost,
             socket_timeout=_socket_timeout(client),
+            replicas=replicas,
+            replica_timeout=replica_timeout,
+            sentinel=isinstance(getattr(client, "connection_pool", None), _SENTINEL_POOLS),
         )
+        if self._core.replicas and isinstance(client, _CLUSTERS):
+            raise LockConfigError(
+                f"replicas={self._core.replicas} does not work with a Redis Cluster client: "
+                "WAIT must run on the connection that wrote the lock key, and the cluster "
+                "client routes every command on its own; use replicas=0 on a cluster"
+            )
 
     @property
     def name(self) -> str:
@@ -200,6 +226,8 @@ class ReadWriteBase(Generic[R, W]):
         max_lease: float | None = None,
         recheck_interval: float = DEFAULT_RECHECK,
         prefix: str = DEFAULT_PREFIX,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         options: dict[str, Any] = {
             "ttl": ttl,
@@ -210,6 +238,8 @@ class ReadWriteBase(Generic[R, W]):
             "max_lease": max_lease,
             "recheck_interval": recheck_interval,
             "prefix": prefix,
+            "replicas": replicas,
+            "replica_timeout": replica_timeout,
         }
         reader_type, writer_type = self._sides
         reader: Any = reader_type(client, name, _mode="r", **options)
@@ -275,6 +305,8 @@ class SemaphoreBase(LockBase):
         max_lease: float | None = None,
         recheck_interval: float = DEFAULT_RECHECK,
         prefix: str = DEFAULT_PREFIX,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         super().__init__(
             client,
@@ -287,6 +319,8 @@ class SemaphoreBase(LockBase):
             max_lease=max_lease,
             recheck_interval=recheck_interval,
             prefix=prefix,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
         )
         count = check_permits(permits)
         assert count is not None

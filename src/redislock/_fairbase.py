@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from redislock._base import LockBase
+from redislock._base import DEFAULT_REPLICA_TIMEOUT, LockBase
 from redislock._core.fair import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE, FairCore, check_fair_args
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
@@ -36,6 +36,8 @@ class FairMixin(LockBase):
         prefix: str = DEFAULT_PREFIX,
         waiter_lease: float = DEFAULT_WAITER_LEASE,
         queue_max: int = DEFAULT_QUEUE_MAX,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         super().__init__(
             client,
@@ -48,6 +50,8 @@ class FairMixin(LockBase):
             max_lease=max_lease,
             recheck_interval=recheck_interval,
             prefix=prefix,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
         )
         lease, limit = check_fair_args(waiter_lease, queue_max)
         self._core = FairCore.from_base(self._core, lease, limit)

@@ -19,7 +19,7 @@ from typing import Final
 from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import Holding, LockCore, holder_meta, new_token
-from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str
+from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockConfigError, LockUsageError, QueueFullError, UnexpectedReplyError
 
@@ -82,6 +82,10 @@ class FairCore(LockCore):
         then the waiter blocks on its own grant list, which the release ahead of it pushes
         the fencing token to, so the lock is already its own when it wakes. Between
         wake-ups it retries, which renews its waiter lease.
+
+        With ``replicas=k`` (or a tracked master) every grant is confirmed by one more
+        round trip, see :meth:`_held`: the tries themselves carry no WAIT, so a queued
+        waiter never stalls on acknowledgements while its waiter lease runs.
         """
         if self.live() is not None:
             raise LockUsageError(
@@ -108,7 +112,9 @@ class FairCore(LockCore):
                     raise
                 status = as_str(reply[0])
                 if status == "ok":
-                    return self._held(token, as_int(reply[1]), sent, as_int(reply[2]), start)
+                    if (yield from self._held(token, as_int(reply[1]), sent, as_int(reply[2]))):
+                        return self._counted(start)
+                    continue  # gone before it was confirmed: queue again
                 if status == "full":
                     self.counters.failed_acquisitions += 1
                     raise QueueFullError(self.name, as_int(reply[1]))
@@ -126,7 +132,9 @@ class FairCore(LockCore):
                     if queued:
                         reply = yield self._fair("cancel", token)
                         if as_str(reply[0]) == "ok":  # granted just before we gave up
-                            return self._held(token, as_int(reply[1]), now, as_int(reply[2]), start)
+                            fence, ms = as_int(reply[1]), as_int(reply[2])
+                            if (yield from self._held(token, fence, now, ms)):
+                                return self._counted(start)
                     self.counters.failed_acquisitions += 1
                     self.counters.total_wait += now - start
                     return False
@@ -146,19 +154,44 @@ class FairCore(LockCore):
                     raise
                 if popped is not None:  # the release ahead of us granted us the lock
                     # The grant began after the BLPOP was sent: the lease estimate is safe.
-                    return self._held(token, as_int(popped[1]), sent, self.lease_ms, start)
+                    if (yield from self._held(token, as_int(popped[1]), sent, self.lease_ms)):
+                        return self._counted(start)
+                    continue  # gone before it was confirmed: queue again
         finally:
             self.pending_token = None
 
-    def _held(self, token: str, fence: int, sent: float, lease_ms: int, start: float) -> bool:
-        self.holding = Holding(
+    def _held(self, token: str, fence: int, sent: float, lease_ms: int) -> Flow[bool]:
+        """Make the lock granted to ``token`` this object's hold; False if it is gone.
+
+        With ``replicas=k`` (or a tracked master), first an owner-checked extend with WAIT
+        on our own connection: the grant may have been written by another client (the
+        release that handed the lock over), whose acknowledgements we cannot see, but our
+        write follows it in the replication stream, so replicas that acknowledged ours
+        have the grant too. Fewer than k: undone, :class:`ReplicationError`.
+        """
+        h = Holding(
             token=token,
             fence=fence,
             pid=os.getpid(),
             acquired_at=sent,
             expires_at=sent + lease_ms / 1000.0,
         )
+        if self.track_master:
+            op = self._extend_op(token, self.lease_ms, "max")
+            try:
+                reply, ack = unwrap((yield self._write(op)))
+            except Exception:
+                with contextlib.suppress(Exception):  # not confirmed: give it to the next
+                    yield from self.abandon_flow(token)
+                raise
+            if as_str(reply[0]) != "ok":
+                return False
+            h.run_id = yield from self._granted(token, ack)
+        self.holding = h
         self.last_lost = False
+        return True
+
+    def _counted(self, start: float) -> bool:
         self.counters.acquisitions += 1
         self.counters.total_wait += time.monotonic() - start
         return True

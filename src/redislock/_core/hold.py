@@ -26,13 +26,14 @@ from typing import Final
 from redislock._core import validate
 from redislock._core.keys import HoldKeys
 from redislock._core.lock import Holding, LockCore, holder_meta, new_token, why
-from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
+from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
     LockLostError,
     LockUsageError,
     NotOwnedError,
+    ReplicationError,
     UnexpectedReplyError,
 )
 
@@ -125,20 +126,29 @@ class HoldCore(LockCore):
     def reenter_flow(self, h: Holding) -> Flow[bool]:
         """Count one more hold for the owner of ``h`` (and refresh its lease); never waits.
 
-        Raises :class:`LockLostError` if the hold no longer exists in Redis.
+        Raises :class:`LockLostError` if the hold no longer exists in Redis, and
+        :class:`ReplicationError` if fewer than ``replicas`` acknowledged the new count
+        (which is then given back).
         """
         sent = time.monotonic()
-        reply = yield self._op("acquire", h.token, ms=self.lease_ms, reenter=True)
+        op = self._op("acquire", h.token, ms=self.lease_ms, reenter=True)
+        reply, ack = unwrap((yield self._write(op)))
         status = as_str(reply[0])
+        if status not in ("ok", "gone"):
+            raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
+        self._check_master(h, status, ack)
         if status == "ok":
+            if ack is not None and ack.acknowledged < self.replicas:
+                with contextlib.suppress(Exception):  # give the count back
+                    yield self._release_op(h.token)
+                raise ReplicationError(self.name, "acquire", self.replicas, ack.acknowledged)
             h.count = as_int(reply[2])
             h.expires_at = max(h.expires_at, sent + as_int(reply[3]) / 1000.0)
             self.counters.acquisitions += 1
             return True
-        if status != "gone":
-            raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
-        self.mark_lost(h, why("gone"))
-        raise LockLostError(self.name, why("gone"))
+        reason = self._why(h, status)
+        self.mark_lost(h, reason)
+        raise LockLostError(self.name, reason)
 
     def acquire_flow(self, wait: float | None, blocking: bool, companion: str = "") -> Flow[bool]:
         """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
@@ -165,13 +175,14 @@ class HoldCore(LockCore):
                     companion=companion,
                 )
                 try:
-                    reply = yield op
+                    reply, ack = unwrap((yield self._write(op)))
                 except Exception:
                     with contextlib.suppress(Exception):  # the script may have run: undo it
                         yield from self.abandon_flow(token)
                     raise
                 status = as_str(reply[0])
                 if status == "ok":
+                    run_id = yield from self._granted(token, ack)
                     self.holding = Holding(
                         token=token,
                         fence=as_int(reply[1]),
@@ -179,6 +190,7 @@ class HoldCore(LockCore):
                         acquired_at=sent,
                         expires_at=sent + as_int(reply[3]) / 1000.0,
                         count=as_int(reply[2]),
+                        run_id=run_id,
                     )
                     self.last_lost = False
                     self.counters.acquisitions += 1
@@ -215,10 +227,12 @@ class HoldCore(LockCore):
 
         A decrement (count > 1) keeps ``h`` and its renewal; the caller marks
         ``h.closing`` only for the last count. Raises :class:`LockLostError` if the hold
-        was gone.
+        was gone. Never waits for replicas (see :meth:`LockCore.release_flow`).
         """
-        reply = yield self._release_op(h.token)
+        reply, ack = unwrap((yield self._tracked(self._release_op(h.token))))
         status = as_str(reply[0])
+        if status in ("ok", "gone"):
+            self._check_master(h, status, ack)
         if status == "ok":
             left = as_int(reply[1])
             if left > 0:
@@ -235,7 +249,7 @@ class HoldCore(LockCore):
             raise LockLostError(self.name, h.lost_reason)
         if status != "ok":
             self.last_lost = True
-            raise LockLostError(self.name, why(status))
+            raise LockLostError(self.name, self._why(h, status))
 
     def _release_op(self, token: str) -> Eval:
         return self._op("release", token)
@@ -247,16 +261,8 @@ class HoldCore(LockCore):
         if self.mode != "r":
             yield self._op("leave", token)
 
-    def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
-        sent = time.monotonic()
-        reply = yield self._op("extend", h.token, ms=validate.to_ms(seconds), extend_mode=mode)
-        status = as_str(reply[0])
-        ttl = as_int(reply[1]) / 1000.0
-        if status == "ok":
-            h.expires_at = sent + ttl
-        elif status != "gone":
-            raise UnexpectedReplyError(f"hold extend replied {reply!r}")
-        return status, ttl
+    def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
+        return self._op("extend", token, ms=ms, extend_mode=mode)
 
     def hold_status_flow(self, token: str) -> Flow[tuple[str, float, int, int]]:
         """Ask Redis about the hold of ``token``: (status, ttl seconds, fence, count)."""

@@ -23,13 +23,24 @@ from typing import Any, Final, Self, TypeAlias
 
 from redislock._core import validate
 from redislock._core.keys import LockKeys
-from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
+from redislock._core.ops import (
+    Acked,
+    BlockPop,
+    Call,
+    Eval,
+    Flow,
+    Replicated,
+    as_int,
+    as_str,
+    unwrap,
+)
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
     LockLostError,
     LockUsageError,
     NotOwnedError,
+    ReplicationError,
     UnexpectedReplyError,
 )
 
@@ -103,6 +114,10 @@ class Holding:
     lost_reason: str = ""
     count: int = 1
     """Hold count of a reentrant hold (RLock, ReadWriteLock); 1 for the others."""
+    run_id: str = ""
+    """``run_id`` of the master that last confirmed this hold ("" when not tracked)."""
+    moved: str = ""
+    """Set when a write found the master changed and this hold gone: the loss reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +134,10 @@ class LockStatistics:
         failed_acquisitions: acquire calls that returned False or timed out.
         total_wait: seconds spent inside acquire calls.
         renewals: successful watchdog renewals.
-        renewal_failures: watchdog renewals that failed (Redis error or lease gone).
+        renewal_failures: watchdog renewals that failed (Redis error, lease gone, or fewer
+            replicas than ``replicas`` acknowledged).
+        reverified: holds found intact on a new master after the master changed (failover
+            or restart: another ``run_id``) and kept.
     """
 
     name: str
@@ -132,6 +150,7 @@ class LockStatistics:
     total_wait: float
     renewals: int
     renewal_failures: int
+    reverified: int = 0
 
 
 @dataclass(slots=True)
@@ -141,6 +160,7 @@ class _Counters:
     total_wait: float = 0.0
     renewals: int = 0
     renewal_failures: int = 0
+    reverified: int = 0
 
 
 _Settings: TypeAlias = tuple[
@@ -224,6 +244,12 @@ class LockCore:
     last_lost: bool = False
     pending_token: str | None = None
     counters: _Counters = field(default_factory=_Counters)
+    replicas: int = 0
+    """Replicas that must acknowledge each lock write (WAIT); 0: no WAIT."""
+    replica_timeout_ms: int = 1000
+    """WAIT's limit, milliseconds."""
+    track_master: bool = False
+    """Writes go out as :class:`Replicated`: WAIT (if ``replicas``) and the master's run_id."""
 
     @classmethod
     def create(
@@ -239,10 +265,15 @@ class LockCore:
         prefix: Any,
         on_lost: Any,
         socket_timeout: float | None,
+        replicas: Any = 0,
+        replica_timeout: Any = 1.0,
+        sentinel: bool = False,
         **extra: Any,
     ) -> Self:
         """Validate every argument (raises :class:`LockConfigError`) and build the core;
-        ``extra`` holds a subclass's own (already validated) fields."""
+        ``extra`` holds a subclass's own (already validated) fields. ``sentinel``: the
+        client follows a Sentinel master, whose run_id is then tracked even without
+        ``replicas``."""
         name = validate.check_name(name)
         prefix = validate.check_prefix(prefix)
         if on_lost is not None and not callable(on_lost):
@@ -252,7 +283,24 @@ class LockCore:
             s = _settings(*timing, socket_timeout)
         except TypeError:  # an unhashable argument: validate it uncached (and reject it)
             s = _settings.__wrapped__(*timing, socket_timeout)
-        return cls(name, LockKeys.for_name(name, prefix), *s, on_lost=on_lost, **extra)
+        k = validate.check_replicas(replicas)
+        wait = validate.check_duration("replica_timeout", replica_timeout)
+        lease = s[1]
+        if k and wait > lease / 2.0:
+            raise LockConfigError(
+                f"replica_timeout ({wait} s) must be at most half the lease ({lease} s), or "
+                "one slow acknowledgement would use up the time left to renew"
+            )
+        return cls(
+            name,
+            LockKeys.for_name(name, prefix),
+            *s,
+            on_lost=on_lost,
+            replicas=k,
+            replica_timeout_ms=validate.to_ms(wait),
+            track_master=bool(k) or sentinel,
+            **extra,
+        )
 
     # ------------------------------------------------------------------ state
 
@@ -322,7 +370,63 @@ class LockCore:
             total_wait=c.total_wait,
             renewals=c.renewals,
             renewal_failures=c.renewal_failures,
+            reverified=c.reverified,
         )
+
+    # ------------------------------------------------------------------ replicas, master
+
+    def _write(self, op: Eval) -> Eval | Replicated:
+        """A lock write as sent: with ``replicas=k`` followed by WAIT on the same connection;
+        when the master is tracked, also asking for its run_id."""
+        if not self.track_master:
+            return op
+        return Replicated(op, self.replicas, self.replica_timeout_ms, True)
+
+    def _tracked(self, op: Eval) -> Eval | Replicated:
+        """A release as sent: the master's run_id when tracked, never WAIT (see
+        :meth:`release_flow`)."""
+        if not self.track_master:
+            return op
+        return Replicated(op, 0, 0, True)
+
+    def _granted(self, token: str, ack: Acked | None) -> Flow[str]:
+        """After a script granted ``token`` (``ack``: its :class:`Replicated` reply, None when
+        not tracked): the master's run_id to keep with the hold ("" when not tracked).
+
+        Fewer than ``replicas`` acknowledgements: the grant is undone (a failover now could
+        lose it) and :class:`ReplicationError` raised; never reported as "busy".
+        """
+        if ack is None:
+            return ""
+        if ack.acknowledged < self.replicas:
+            self.counters.failed_acquisitions += 1
+            with contextlib.suppress(Exception):  # if the undo fails, the lease ends it
+                yield from self.abandon_flow(token)
+            raise ReplicationError(self.name, "acquire", self.replicas, ack.acknowledged)
+        return ack.run_id
+
+    def _check_master(self, h: Holding, status: str, ack: Acked | None) -> None:
+        """After an owner-checked write for ``h`` answered ``status``, compare the master's
+        run_id with the one that last confirmed ``h``. A different one means a failover or a
+        restart, and the script that just ran on the new master re-verified the hold: kept
+        (``ok``: the new run_id is recorded and counted) or gone (``h.moved`` says so)."""
+        new = "" if ack is None else ack.run_id
+        if not new or new == h.run_id:
+            return
+        old = h.run_id
+        if status == "ok":
+            h.run_id = new
+            if old:
+                self.counters.reverified += 1
+        elif old:
+            h.moved = (
+                f"master changed (run_id {old[:8]}… → {new[:8]}…) and the hold is not on "
+                "the new master"
+            )
+
+    def _why(self, h: Holding, status: str) -> str:
+        """Why ``h`` is gone, given a status other than ``ok``."""
+        return h.moved or why(status)
 
     # ------------------------------------------------------------------ flows
 
@@ -361,12 +465,11 @@ class LockCore:
         try:
             while True:
                 sent = time.monotonic()
+                op = Eval(
+                    _ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, lease_ms, meta, marker_ms)
+                )
                 try:
-                    reply = yield Eval(
-                        _ACQUIRE,
-                        (keys.lock, keys.fence, keys.wait),
-                        (token, lease_ms, meta, marker_ms),
-                    )
+                    reply, ack = unwrap((yield self._write(op)))
                 except Exception:
                     # The script may have run before the reply was lost: undo it, if we can.
                     with contextlib.suppress(Exception):
@@ -374,12 +477,14 @@ class LockCore:
                     raise
                 status = as_str(reply[0])
                 if status == "ok":
+                    run_id = yield from self._granted(token, ack)
                     self.holding = Holding(
                         token=token,
                         fence=as_int(reply[1]),
                         pid=os.getpid(),
                         acquired_at=sent,
                         expires_at=sent + self.lease,
+                        run_id=run_id,
                     )
                     self.last_lost = False
                     self.counters.acquisitions += 1
@@ -415,13 +520,18 @@ class LockCore:
         The caller marks ``h.closing`` before driving this flow and calls
         :meth:`release_failed` if the flow raises a Redis error. ``retry``: this repeats a
         release whose reply never came, so "gone" most likely means the first one worked.
+
+        A release never waits for replicas: if a failover loses it, the promoted replica
+        still has the key, which ends with its lease; that delays the next holder but never
+        grants the lock twice, and no acknowledgement count could undo a release anyway.
         """
-        reply = yield self._release_op(h.token)
+        reply, ack = unwrap((yield self._tracked(self._release_op(h.token))))
         status = as_str(reply)
         if self.holding is h:
             self.holding = None
         if status not in ("ok", "gone", "taken"):
             raise UnexpectedReplyError(f"lock_release replied {reply!r}")
+        self._check_master(h, status, ack)
         if retry and status == "gone" and not h.lost:
             return
         if h.lost:
@@ -429,7 +539,7 @@ class LockCore:
             raise LockLostError(self.name, h.lost_reason)
         if status != "ok":
             self.last_lost = True
-            raise LockLostError(self.name, why(status))
+            raise LockLostError(self.name, self._why(h, status))
 
     def release_failed(self, h: Holding) -> bool:
         """After a release that got no reply: the object keeps the hold (it may still be
@@ -447,17 +557,30 @@ class LockCore:
         keys = self.keys
         return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake), (token, self.wake_ms))
 
+    def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
+        return Eval(_EXTEND, (self.keys.lock,), (token, ms, mode))
+
     def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
-        """Owner-checked PEXPIRE: ("ok", new TTL in seconds; ``h.expires_at`` updated),
-        ("gone", 0.0) or ("taken", 0.0)."""
+        """Owner-checked extend: ("ok", new TTL in seconds; ``h.expires_at`` updated),
+        ("gone", 0.0) or ("taken", 0.0; not for hold kinds).
+
+        With ``replicas=k``, fewer acknowledgements raise :class:`ReplicationError` and
+        leave ``h.expires_at`` at the last acknowledged lease (the master has the longer
+        one, a promoted replica may not). A changed master is checked (see
+        :meth:`_check_master`) before either.
+        """
         sent = time.monotonic()
-        reply = yield Eval(_EXTEND, (self.keys.lock,), (h.token, validate.to_ms(seconds), mode))
+        op = self._extend_op(h.token, validate.to_ms(seconds), mode)
+        reply, ack = unwrap((yield self._write(op)))
         status = as_str(reply[0])
         ttl = as_int(reply[1]) / 1000.0
+        if status not in ("ok", "gone", "taken"):
+            raise UnexpectedReplyError(f"extend ({op.script.name}) replied {reply!r}")
+        self._check_master(h, status, ack)
         if status == "ok":
+            if ack is not None and ack.acknowledged < self.replicas:
+                raise ReplicationError(self.name, "extend", self.replicas, ack.acknowledged)
             h.expires_at = sent + ttl
-        elif status not in ("gone", "taken"):
-            raise UnexpectedReplyError(f"lock_extend replied {reply!r}")
         return status, ttl
 
     def extend_flow(self, h: Holding, seconds: float, mode: str) -> Flow[float]:
@@ -470,9 +593,10 @@ class LockCore:
         status, ttl = yield from self._extend_step(h, seconds, mode)
         if status == "ok":
             return ttl
-        if not self.mark_lost(h, why(status)) and h.closing:
+        reason = self._why(h, status)
+        if not self.mark_lost(h, reason) and h.closing:
             raise NotOwnedError(self.name, "it was released while being extended")
-        raise LockLostError(self.name, why(status))
+        raise LockLostError(self.name, reason)
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
         """Ask Redis what ``token`` holds: (status, ttl seconds, fencing token)."""
@@ -550,7 +674,7 @@ class LockCore:
             return self.renewal_error(h, exc)
         if status != "ok":
             self.counters.renewal_failures += 1
-            return None, self.mark_lost(h, why(status))
+            return None, self.mark_lost(h, self._why(h, status))
         self.counters.renewals += 1
         # One interval after this renewal was SENT, so a slow reply does not eat into the
         # safety margin a second time.

@@ -24,6 +24,7 @@ from redislock._core.scripts import Script
 from redislock.errors import UnexpectedReplyError
 
 __all__ = [
+    "Acked",
     "Batch",
     "BlockPop",
     "Call",
@@ -32,10 +33,14 @@ __all__ = [
     "Flow",
     "NodeLateError",
     "Op",
+    "Replicated",
     "Sleep",
+    "acked",
     "as_int",
     "as_str",
+    "queue_replicated",
     "script_error",
+    "unwrap",
 ]
 
 T = TypeVar("T")
@@ -82,7 +87,34 @@ class NodeLateError(Exception):
     """A master did not answer a :class:`FanOut` within its timeout."""
 
 
-Op: TypeAlias = Eval | BlockPop | Call | FanOut | Sleep
+class Replicated(NamedTuple):
+    """Run the script ``op`` and, on the SAME connection (one pipeline, no transaction),
+    ``WAIT replicas timeout_ms`` (left out when ``replicas`` is 0) and ``INFO server`` (when
+    ``run_id``). The reply is an :class:`Acked`.
+
+    WAIT counts the replicas that acknowledged every write made so far *by the connection
+    it runs on*: sent on another connection it would return at once and prove nothing.
+    NOSCRIPT is handled as for :class:`Eval` (the pipeline is sent again with EVAL).
+    """
+
+    op: Eval
+    replicas: int
+    timeout_ms: int
+    run_id: bool
+
+
+class Acked(NamedTuple):
+    """The reply of a :class:`Replicated` operation."""
+
+    reply: Any
+    """The script's reply."""
+    acknowledged: int
+    """Replicas that acknowledged the write within the limit (WAIT's reply; 0 if not asked)."""
+    run_id: str
+    """The answering server's ``run_id`` (``INFO server``); "" if not asked or not given."""
+
+
+Op: TypeAlias = Eval | BlockPop | Call | FanOut | Sleep | Replicated
 Flow: TypeAlias = Generator[Op, Any, T]
 
 
@@ -132,6 +164,88 @@ def script_error(exc: ResponseError) -> ResponseError | None:
     return None
 
 
+def _typed(reply: object) -> object:
+    """A reply as the drivers hand it to a flow: a script failure unwrapped to the typed
+    redis-py error inside it (see :func:`script_error`)."""
+    if type(reply) is ResponseError:
+        return script_error(reply) or reply
+    return reply
+
+
+def _queue_eval(pipe: Any, op: Eval, *, load: bool = False) -> None:
+    n = len(op.keys)
+    if load:
+        pipe.eval(op.script.source, n, *op.keys, *op.args)
+    else:
+        pipe.evalsha(op.script.sha, n, *op.keys, *op.args)
+
+
+def _queue_tail(pipe: Any, replicas: int, timeout_ms: int, run_id: bool) -> None:
+    if replicas > 0:
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+    if run_id:
+        pipe.execute_command("INFO", "server")
+
+
+def _run_id(info: object) -> str:
+    """``run_id`` from an ``INFO server`` reply (parsed to a dict by redis-py, or raw)."""
+    if isinstance(info, dict):
+        found = info.get("run_id", info.get(b"run_id"))
+        if isinstance(found, bytes | str):
+            return as_str(found)
+        return "" if found is None else str(found)  # all digits: parse_info made an int
+    if isinstance(info, bytes | str):
+        for line in as_str(info).splitlines():
+            if line.startswith("run_id:"):
+                return line[len("run_id:") :].strip()
+    return ""
+
+
+def _decode_tail(replicas: int, run_id: bool, tail: list[object]) -> tuple[int, str] | Exception:
+    """WAIT's and INFO's replies (as queued by :func:`_queue_tail`), or the first error."""
+    acks, rid, at = 0, "", 0
+    if replicas > 0:
+        reply = _typed(tail[at])
+        at += 1
+        if isinstance(reply, Exception):
+            return reply
+        acks = as_int(reply)
+    if run_id:
+        reply = _typed(tail[at])
+        if isinstance(reply, ResponseError):  # INFO refused (ACL): run_id unknown
+            reply = None
+        elif isinstance(reply, Exception):
+            return reply
+        rid = _run_id(reply)
+    return acks, rid
+
+
+def unwrap(reply: Any) -> tuple[Any, Acked | None]:
+    """A script's reply and, if it was sent as :class:`Replicated`, its :class:`Acked`."""
+    if isinstance(reply, Acked):
+        return reply.reply, reply
+    return reply, None
+
+
+def queue_replicated(pipe: Any, op: Replicated, *, load: bool = False) -> None:
+    """Queue ``op``'s commands on a redis-py pipeline (sync or asyncio; no I/O): the script
+    (EVALSHA, or EVAL with ``load``), then WAIT and INFO as asked."""
+    _queue_eval(pipe, op.op, load=load)
+    _queue_tail(pipe, op.replicas, op.timeout_ms, op.run_id)
+
+
+def acked(op: Replicated, replies: list[object]) -> Acked | Exception:
+    """Decode the pipeline replies of :func:`queue_replicated`: the :class:`Acked`, or the
+    first error (a script failure unwrapped as the drivers do; NOSCRIPT as is)."""
+    reply = _typed(replies[0])
+    if isinstance(reply, Exception):
+        return reply
+    tail = _decode_tail(op.replicas, op.run_id, replies[1:])
+    if isinstance(tail, Exception):
+        return tail
+    return Acked(reply, *tail)
+
+
 _START = object()
 
 
@@ -143,6 +257,7 @@ class Batch(Generic[T]):
     def __init__(self, flows: list[Flow[T]]) -> None:
         self.results: list[T | BaseException | None] = [None] * len(flows)
         self.pending: list[tuple[int, Flow[T], Op]] = []
+        self._tail: tuple[int, int, bool] = (0, 0, False)  # this step's WAIT and INFO
         for i, flow in enumerate(flows):
             self._advance(i, flow, _START)
 
@@ -170,22 +285,47 @@ class Batch(Generic[T]):
 
     def queue(self, pipe: Any) -> list[Op]:
         """Queue this step's operations on a redis-py pipeline (sync or asyncio: queuing
-        does no I/O); returns them in order."""
+        does no I/O); returns them in order. The replies go through :meth:`split`.
+
+        :class:`Replicated` operations share ONE ``WAIT`` (the largest replica count and
+        limit asked) and one ``INFO server`` after all the scripts: WAIT on the pipeline's
+        connection covers every write made on it, so one serves them all.
+        """
         ops = self.ops()
+        replicas, timeout_ms, run_id = 0, 0, False
         for op in ops:
-            if isinstance(op, Eval):
-                pipe.evalsha(op.script.sha, len(op.keys), *op.keys, *op.args)
+            if isinstance(op, Replicated):
+                _queue_eval(pipe, op.op)
+                replicas = max(replicas, op.replicas)
+                timeout_ms = max(timeout_ms, op.timeout_ms)
+                run_id = run_id or op.run_id
+            elif isinstance(op, Eval):
+                _queue_eval(pipe, op)
             elif isinstance(op, Call):
                 pipe.execute_command(*op.args)
             else:  # a FanOut only comes from a quorum client, which never pipelines
                 raise TypeError(f"{type(op).__name__} cannot be pipelined")
+        self._tail = (replicas, timeout_ms, run_id)
+        _queue_tail(pipe, replicas, timeout_ms, run_id)
         return ops
+
+    def split(self, replies: list[object]) -> list[object]:
+        """The replies of the pipeline :meth:`queue` filled, one per operation: a
+        :class:`Replicated` operation's reply becomes its :class:`Acked` (or the error of the
+        shared WAIT / INFO)."""
+        n = len(self.pending)
+        replicas, _, run_id = self._tail
+        tail = _decode_tail(replicas, run_id, replies[n:])
+        out: list[object] = []
+        for (_, _, op), reply in zip(self.pending, replies[:n], strict=True):
+            if isinstance(op, Replicated) and not isinstance(reply, Exception):
+                reply = tail if isinstance(tail, Exception) else Acked(reply, *tail)
+            out.append(reply)
+        return out
 
     def feed(self, replies: list[object]) -> None:
         """Hand each flow its reply (an exception is thrown into it, unwrapped as the single
         drivers do) and collect the next operations."""
         pending, self.pending = self.pending, []
         for (i, flow, _), reply in zip(pending, replies, strict=True):
-            if type(reply) is ResponseError:
-                reply = script_error(reply) or reply
-            self._advance(i, flow, reply)
+            self._advance(i, flow, _typed(reply))

@@ -17,10 +17,12 @@ from redislock.errors import LockConfigError
 __all__ = [
     "MAX_DURATION",
     "MAX_NAME_BYTES",
+    "MAX_REPLICAS",
     "check_duration",
     "check_name",
     "check_optional_duration",
     "check_prefix",
+    "check_replicas",
     "check_timeout",
     "check_token",
     "to_ms",
@@ -81,6 +83,19 @@ def check_timeout(what: str, value: Any) -> float | None:
     if seconds < 0:
         raise LockConfigError(f"{what} must be >= 0 seconds or None, got {value!r}")
     return None if math.isinf(seconds) else seconds
+
+
+MAX_REPLICAS = 1000
+"""Largest ``replicas`` accepted (WAIT's replica count)."""
+
+
+def check_replicas(value: Any) -> int:
+    """A replica acknowledgement count: an int from 0 (no WAIT) to :data:`MAX_REPLICAS`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LockConfigError(f"replicas must be an int, got {value!r}")
+    if not 0 <= value <= MAX_REPLICAS:
+        raise LockConfigError(f"replicas must be between 0 and {MAX_REPLICAS}, got {value}")
+    return value
 
 
 def to_ms(seconds: float) -> int:

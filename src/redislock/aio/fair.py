@@ -22,6 +22,9 @@ class AsyncFairLock(FairMixin, AsyncLock):
         name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix, waiter_lease, queue_max: as for
             :class:`~redislock.FairLock` (seconds).
+        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
+            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
+            seconds (default 1.0).
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).

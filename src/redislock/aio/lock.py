@@ -43,6 +43,9 @@ class AsyncLock(LockBase):
         name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`Lock` (seconds). ``on_lost(lock)`` runs in
             the watchdog task; if it returns an awaitable, that is run as a task.
+        replicas, replica_timeout: as for :class:`Lock`: how many replicas must
+            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
+            seconds (default 1.0).
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).
@@ -60,6 +63,8 @@ class AsyncLock(LockBase):
             LockConfigError: bad arguments (before any I/O).
             LockUsageError: this object already holds the lock (it is not reentrant).
             UnexpectedReplyError: the key exists without a TTL (not written by redislock).
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the grant within
+                ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM).
             asyncio.CancelledError: cancelled; a key this call may have set is deleted.
         """
@@ -90,6 +95,8 @@ class AsyncLock(LockBase):
             LockConfigError: bad ``seconds`` (before any I/O).
             NotOwnedError: this object does not hold the lock.
             LockLostError: the lease was lost; an expired lock is never re-created.
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
+                master has it, the local lease estimate was not lengthened.
             redis.exceptions.RedisError: Redis failed.
         """
         amount = validate.check_duration("seconds", seconds)

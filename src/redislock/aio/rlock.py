@@ -13,7 +13,7 @@ from typing import Any, Self, final
 import redis.asyncio
 import redis.asyncio.cluster
 
-from redislock._base import LockBase, ReadWriteBase, Unit
+from redislock._base import DEFAULT_REPLICA_TIMEOUT, LockBase, ReadWriteBase, Unit
 from redislock._core import validate
 from redislock._core.hold import HoldCore
 from redislock._core.keys import DEFAULT_PREFIX
@@ -52,6 +52,8 @@ class _Reentrant(LockBase):
         max_lease: float | None = None,
         recheck_interval: float = DEFAULT_RECHECK,
         prefix: str = DEFAULT_PREFIX,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
         _mode: str = "w",
     ) -> None:
         super().__init__(
@@ -65,6 +67,8 @@ class _Reentrant(LockBase):
             max_lease=max_lease,
             recheck_interval=recheck_interval,
             prefix=prefix,
+            replicas=replicas,
+            replica_timeout=replica_timeout,
         )
         self._core = HoldCore.for_mode(self._core, _mode)
         self._units: dict[asyncio.Task[Any], Unit] = {}
@@ -120,6 +124,8 @@ class _Reentrant(LockBase):
             LockUpgradeError: a read hold of this task asked for the write lock.
             LockLostError: re-entry, but this task's hold was lost.
             UnexpectedReplyError: the key holds data not written by redislock.
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the grant within
+                ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM,
                 WRONGTYPE if a plain Lock uses the same name).
             asyncio.CancelledError: cancelled; a new hold the call may have made is
@@ -187,6 +193,8 @@ class _Reentrant(LockBase):
             LockConfigError: bad ``seconds`` (before any I/O).
             NotOwnedError: the calling task holds nothing.
             LockLostError: the hold was lost; it is never re-created.
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
+                master has it, the local lease estimate was not lengthened.
             redis.exceptions.RedisError: Redis failed.
         """
         amount = validate.check_duration("seconds", seconds)
@@ -276,6 +284,9 @@ class AsyncRLock(_Reentrant):
     Args:
         client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
+        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
+            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
+            seconds (default 1.0).
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).
@@ -338,6 +349,9 @@ class AsyncReadWriteLock(ReadWriteBase[AsyncReadLock, AsyncWriteLock]):
         client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
         to both sides. ``on_lost`` receives the :class:`AsyncReadLock` or :class:`AsyncWriteLock`.
+        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
+            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
+            seconds (default 1.0).
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).

@@ -8,7 +8,20 @@ from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from redislock._core.ops import Batch, BlockPop, Eval, FanOut, Flow, Op, Sleep, script_error
+from redislock._core.ops import (
+    Acked,
+    Batch,
+    BlockPop,
+    Eval,
+    FanOut,
+    Flow,
+    Op,
+    Replicated,
+    Sleep,
+    acked,
+    queue_replicated,
+    script_error,
+)
 
 __all__ = ["run", "run_batch", "run_many"]
 
@@ -29,6 +42,8 @@ def _execute(client: Any, op: Op) -> Any:
             if typed is None:
                 raise
             raise typed from exc
+    if isinstance(op, Replicated):
+        return _replicated(client, op)
     if isinstance(op, BlockPop):
         return client.blpop([op.key], timeout=op.timeout)
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
@@ -37,6 +52,21 @@ def _execute(client: Any, op: Op) -> Any:
         time.sleep(op.seconds)
         return None
     return client.execute_command(*op.args)
+
+
+def _replicated(client: Any, op: Replicated) -> Acked:
+    # One pipeline, so WAIT and INFO run on the connection that wrote (see Replicated).
+    load = False
+    while True:
+        pipe = client.pipeline(transaction=False)
+        queue_replicated(pipe, op, load=load)
+        reply = acked(op, pipe.execute(raise_on_error=False))
+        if isinstance(reply, Acked):
+            return reply
+        if isinstance(reply, NoScriptError) and not load:
+            load = True  # after SCRIPT FLUSH, a restart or a failover: EVAL sends the body
+            continue
+        raise reply
 
 
 def run(client: Any, flow: Flow[T]) -> T:
@@ -78,7 +108,7 @@ def run_batch(client: Any, batch: Batch[Any]) -> None:
         pipe = client.pipeline(transaction=False)
         batch.queue(pipe)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = batch.split(pipe.execute(raise_on_error=False))
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):

@@ -32,6 +32,9 @@ class FairLock(FairMixin, Lock):
     Args:
         client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`Lock` (seconds).
+        replicas, replica_timeout: as for :class:`Lock`: how many replicas must
+            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
+            seconds (default 1.0).
         waiter_lease: seconds a queued waiter stays in the queue without renewing
             (default 1.0, at least 0.05).
         queue_max: most waiters the queue holds (default 10 000); one more raises

@@ -51,9 +51,27 @@ class Lock(LockBase):
         recheck_interval: longest a waiter sleeps between tries, in seconds, should a
             wake-up be lost (default 0.5). Waiters are woken by the release itself.
         prefix: key prefix (default ``"redislock:"``); no braces.
+        replicas: how many replicas must acknowledge every lock write (acquire, extend,
+            renewal): an int >= 0, default 0 (no WAIT). After each write, ``WAIT replicas
+            replica_timeout`` runs on the connection that wrote. Fewer acknowledgements:
+            acquire deletes the key it just set and raises :class:`ReplicationError`;
+            extend raises it (the lease estimate is not lengthened); the watchdog retries
+            and reports the loss when the lease estimate runs out. WAIT narrows the window
+            in which a failover loses the lock, it does not make replication synchronous
+            (README, "Replicas and failover"). Not with a ``RedisCluster`` client.
+        replica_timeout: seconds WAIT may take (default 1.0; at most half the lease when
+            ``replicas`` > 0).
+
+    With ``replicas`` > 0, or a client from ``Sentinel.master_for()``, each hold keeps the
+    master's run_id (``INFO server`` on the connection that wrote). When a later extend,
+    renewal or release meets another run_id (a failover, a restart), its owner-checked
+    script has just looked for the hold on the new master: found, it is kept and counted
+    in ``statistics().reverified``; missing, it is lost with a reason naming both run_ids
+    (``on_lost``, then :class:`LockLostError`).
 
     Raises:
-        LockConfigError: any invalid argument (before any I/O).
+        LockConfigError: any invalid argument (before any I/O), also ``replicas`` > 0
+            with a ``RedisCluster`` client.
     """
 
     _client_types = (redis.Redis, redis.cluster.RedisCluster)
@@ -80,6 +98,8 @@ class Lock(LockBase):
             LockConfigError: bad arguments (before any I/O).
             LockUsageError: this object already holds the lock (it is not reentrant).
             UnexpectedReplyError: the key exists without a TTL (not written by redislock).
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the grant within
+                ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM).
         """
         wait = self._core.check_acquire_args(blocking, timeout)
@@ -114,6 +134,8 @@ class Lock(LockBase):
             LockConfigError: bad ``seconds`` (before any I/O).
             NotOwnedError: this object does not hold the lock.
             LockLostError: the lease was lost; an expired lock is never re-created.
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
+                master has it, the local lease estimate was not lengthened.
             redis.exceptions.RedisError: Redis failed.
         """
         amount = validate.check_duration("seconds", seconds)

@@ -48,6 +48,8 @@ class Permit(PermitBase):
             LockConfigError: bad ``seconds``.
             NotOwnedError: released.
             LockLostError: the permit was lost; it is never re-created.
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
+                master has it, the local lease estimate was not lengthened.
             redis.exceptions.RedisError: Redis failed.
         """
         amount = validate.check_duration("seconds", seconds)
@@ -112,6 +114,9 @@ class Semaphore(SemaphoreBase):
         ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds), per permit;
             ``on_lost`` receives the :class:`Permit`.
+        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
+            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
+            seconds (default 1.0).
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).
@@ -137,6 +142,8 @@ class Semaphore(SemaphoreBase):
             LockConfigError: bad arguments (before any I/O).
             AcquireTimeoutError: no permit came free in time (or, with a single try, none
                 was free).
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the grant within
+                ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed.
         """
         start = time.monotonic()
@@ -149,6 +156,8 @@ class Semaphore(SemaphoreBase):
         """One try: a :class:`Permit`, or None if none is free.
 
         Raises:
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the grant within
+                ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed.
         """
         return self._take(False, None)

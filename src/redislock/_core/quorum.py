@@ -33,6 +33,7 @@ breaks it. With balanced counters (the normal case) step 3 sends nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import time
@@ -43,7 +44,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from redislock._core import validate
-from redislock._core.lock import Holding, LockCore, holder_meta, new_token
+from redislock._core.lock import Holding, LockCore, LockStatistics, holder_meta, new_token
 from redislock._core.ops import Call, Eval, FanOut, Flow, NodeLateError, Sleep, as_int, as_str
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
@@ -421,6 +422,11 @@ class RedlockCore(LockCore):
         """Per master: whether the lock key exists, or the exception it failed with."""
         replies = yield self._all(Call(("EXISTS", self.keys.lock)))
         return [r > 0 if isinstance(r, int) else r for r in replies]
+
+    def statistics(self) -> LockStatistics:
+        """As :meth:`LockCore.statistics`; ``fencing_token`` is None with ``fencing=False``."""
+        stats = LockCore.statistics(self)
+        return stats if self.fencing else dataclasses.replace(stats, fencing_token=None)
 
     def adopt_flow(self, token: Any) -> Flow[None]:
         """Not supported: a Redlock hold's fencing token cannot be recovered from masters."""

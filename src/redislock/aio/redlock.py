@@ -19,6 +19,7 @@ from redislock._core.quorum import (
     RedlockCore,
     check_masters,
 )
+from redislock.aio._driver import _execute
 from redislock.aio.lock import AsyncLock
 from redislock.errors import LockUsageError
 
@@ -44,15 +45,37 @@ def _cancel_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
         raise asyncio.CancelledError
 
 
-class AsyncMasters:
-    """The masters of one AsyncRedlock, contacted all at once: the command is written to
-    one pooled connection per master, then the replies are read as they come, up to a
-    shared deadline (no task per master)."""
+async def _job(before: asyncio.Future[Any] | None, client: Any, op: Eval | Call) -> Any:
+    if before is not None and not before.done():
+        await asyncio.wait([before])  # this master's previous command goes first
+    return await _execute(client, op)
 
-    __slots__ = ("clients",)
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    # A late answer nobody reads: fetch its exception so asyncio does not log it.
+    if not task.cancelled():
+        task.exception()
+
+
+class AsyncMasters:
+    """The masters of one AsyncRedlock, contacted all at once.
+
+    A master that answered its last command in time takes the fast path: the command is
+    written to a pooled, connected connection, and the replies of all such masters are read
+    as they come, up to a shared deadline (no task per master). A master that is new, or
+    that failed or answered late, is suspect: its command runs as a task of its own,
+    because connecting to a stalled server can take its whole socket timeout (and redis-py's
+    connection retries). A suspect master's commands run in order, each after the one
+    before, so a release never overtakes the acquire it undoes; a late one finishes in the
+    background. It takes the fast path again once it answers in time.
+    """
+
+    __slots__ = ("_last", "_suspect", "clients")
 
     def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = tuple(clients)
+        self._suspect = [True] * len(self.clients)
+        self._last: list[asyncio.Future[Any] | None] = [None] * len(self.clients)
 
     async def fan_out(self, op: FanOut) -> list[object]:
         """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
@@ -63,16 +86,24 @@ class AsyncMasters:
         task = asyncio.current_task()
         cancels = 0 if task is None else task.cancelling()
         replies: list[object] = [None] * len(op.ops)
+        threaded: list[tuple[int, asyncio.Future[Any]]] = []
+        for i, sub in enumerate(op.ops):
+            if sub is not None and self._suspect[i]:
+                job = asyncio.ensure_future(_job(self._last[i], self.clients[i], sub))
+                self._last[i] = job
+                threaded.append((i, job))
+        slow = {i for i, _ in threaded}
         sent: list[tuple[int, Any, Eval | Call]] = []
         try:
             for i, sub in enumerate(op.ops):
-                if sub is None:
+                if sub is None or i in slow:
                     continue
                 pool = self.clients[i].connection_pool
                 try:
                     conn = await pool.get_connection()
                 except Exception as exc:  # refused, unreachable: this master failed
                     replies[i] = exc
+                    self._suspect[i] = True
                     continue
                 sent.append((i, conn, sub))  # from here on, a cancellation closes it
                 try:
@@ -82,17 +113,33 @@ class AsyncMasters:
                     await conn.disconnect(nowait=True)
                     await pool.release(conn)
                     replies[i] = exc
+                    self._suspect[i] = True
                     continue
                 _cancel_swallowed(task, cancels)
             while sent:
                 i, conn, sub = sent[0]
-                replies[i] = await self._receive(self.clients[i], conn, sub, deadline)
+                replies[i] = reply = await self._receive(self.clients[i], conn, sub, deadline)
                 sent.pop(0)
+                if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
+                    self._suspect[i] = True
                 _cancel_swallowed(task, cancels)
         finally:
             for i, conn, _ in sent:  # cancelled or failed half-way: do not reuse them
                 await conn.disconnect(nowait=True)
                 await self.clients[i].connection_pool.release(conn)
+        if threaded:
+            left = deadline - asyncio.get_running_loop().time()
+            if left > 0:
+                await asyncio.wait([fut for _, fut in threaded], timeout=left)
+            for i, fut in threaded:
+                if not fut.done():
+                    fut.add_done_callback(_consume)
+                    replies[i] = NodeLateError("no answer in time")
+                    continue
+                failure = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+                replies[i] = failure if failure is not None else fut.result()
+                if failure is None or isinstance(failure, ResponseError):
+                    self._suspect[i] = False
         return replies
 
     @staticmethod

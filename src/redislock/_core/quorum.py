@@ -38,6 +38,7 @@ import os
 import random
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +59,14 @@ from redislock.errors import (
 __all__ = [
     "DEFAULT_DRIFT_FACTOR",
     "DEFAULT_RETRY_DELAY",
+    "IDENTIFY",
+    "MasterMemory",
     "RedlockCore",
     "check_masters",
+    "known_run_ids",
+    "memory_of",
     "outcome_of",
+    "remember_run_ids",
 ]
 
 DEFAULT_DRIFT_FACTOR = 0.01
@@ -70,6 +76,9 @@ DEFAULT_RETRY_DELAY = 0.2
 """Longest random pause between two tries of a blocking acquire, in seconds."""
 
 _DRIFT_FLOOR = 0.002  # seconds, added to drift_factor * ttl
+
+IDENTIFY = Call(("INFO", "server"))
+"""The command that reads a master's run_id (the quorum clients remember the answers)."""
 
 _ACQUIRE = SCRIPTS["lock_acquire"]
 _RELEASE = SCRIPTS["lock_release"]
@@ -172,7 +181,7 @@ class RedlockCore(LockCore):
         if self.run_ids is None:
             self.run_ids = [None] * self.n
         ids = self.run_ids
-        ask = Call(("INFO", "server"))
+        ask = IDENTIFY
         replies = yield FanOut(
             tuple(None if ids[i] is not None else ask for i in range(self.n)), self.node_timeout
         )
@@ -189,9 +198,10 @@ class RedlockCore(LockCore):
             if not rid:
                 continue
             if rid in seen:
-                # Forget every id: the next acquire asks again and refuses again, instead
-                # of finding all ids known and counting one server twice.
-                self.run_ids = None
+                # Forget every id (in place: the list may be the masters' shared memory):
+                # the next acquire asks again and refuses again, instead of finding all
+                # ids known and counting one server twice.
+                ids[:] = [None] * self.n
                 raise LockConfigError(
                     f"masters {self.labels[seen[rid]]} and {self.labels[i]} are the same "
                     f"server (run_id {rid[:12]}…): Redlock needs independent masters"
@@ -451,6 +461,45 @@ def _with_ttls(replies: list[object]) -> tuple[list[str], list[float]]:
 def _quorum_value_f(values: list[float], quorum: int) -> float:
     """The value a majority reaches: the quorum-th largest (values has >= quorum entries)."""
     return sorted(values, reverse=True)[quorum - 1]
+
+
+@dataclass(slots=True)
+class MasterMemory:
+    """What the quorum clients remember about one master's client, across lock objects:
+    whether it is suspect (new, failed or late: contact it on a thread or task of its own)
+    and its server's run_id once read."""
+
+    suspect: bool = True
+    run_id: str | None = None
+
+
+_memory: weakref.WeakKeyDictionary[Any, MasterMemory] = weakref.WeakKeyDictionary()
+
+
+def memory_of(client: Any) -> MasterMemory:
+    """The memory of ``client`` (created on first use; forgotten with the client)."""
+    found = _memory.get(client)
+    if found is None:
+        found = _memory[client] = MasterMemory()
+    return found
+
+
+def remember_run_ids(memories: list[MasterMemory], op: FanOut, replies: list[object]) -> None:
+    """After an :data:`IDENTIFY` fan-out: keep each run_id the masters reported."""
+    if any(sub is not None and sub != IDENTIFY for sub in op.ops):
+        return
+    for memory, reply in zip(memories, replies, strict=True):
+        if isinstance(reply, dict) and reply.get("run_id") is not None:
+            memory.run_id = as_str(reply["run_id"])
+
+
+def known_run_ids(memories: list[MasterMemory]) -> list[str | None] | None:
+    """The remembered run_ids, or None unless every master's is known and they are
+    distinct (duplicates must be found, and refused, by a fresh identification)."""
+    ids = [m.run_id for m in memories]
+    if None in ids or len(set(ids)) < len(ids):
+        return None
+    return ids
 
 
 def check_masters(clients: Any, client_types: tuple[type, ...], hint: str) -> tuple[str, ...]:

@@ -74,6 +74,7 @@ class AsyncMultiRedlock(AsyncRedlock):
             on_lost=on_lost,
         )
         self._client = AsyncMasters(masters)
+        self._core.run_ids = self._client.known_run_ids()
 
     @property
     def names(self) -> tuple[str, ...]:

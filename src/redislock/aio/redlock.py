@@ -18,12 +18,33 @@ from redislock._core.quorum import (
     DEFAULT_RETRY_DELAY,
     RedlockCore,
     check_masters,
+    known_run_ids,
+    memory_of,
+    remember_run_ids,
 )
 from redislock.aio._driver import _execute
 from redislock.aio.lock import AsyncLock
 from redislock.errors import LockUsageError
 
 __all__ = ["AsyncMasters", "AsyncRedlock"]
+
+
+class _Packer:
+    """Packs each distinct command of one fan-out once (the masters usually get the same
+    one), per encoding."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[int, str, str], Any] = {}
+
+    def __call__(self, conn: Any, op: Eval | Call) -> Any:
+        enc = conn.encoder
+        key = (id(op), enc.encoding, enc.encoding_errors)
+        found = self._done.get(key)
+        if found is None:
+            found = self._done[key] = conn.pack_command(*_wire(op))
+        return found
 
 
 def _wire(op: Eval | Call) -> tuple[str | int, ...]:
@@ -70,11 +91,11 @@ class AsyncMasters:
     background. It takes the fast path again once it answers in time.
     """
 
-    __slots__ = ("_last", "_suspect", "clients")
+    __slots__ = ("_last", "_memory", "clients")
 
     def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = tuple(clients)
-        self._suspect = [True] * len(self.clients)
+        self._memory = [memory_of(c) for c in self.clients]
         self._last: list[asyncio.Future[Any] | None] = [None] * len(self.clients)
 
     async def fan_out(self, op: FanOut) -> list[object]:
@@ -88,12 +109,13 @@ class AsyncMasters:
         replies: list[object] = [None] * len(op.ops)
         threaded: list[tuple[int, asyncio.Future[Any]]] = []
         for i, sub in enumerate(op.ops):
-            if sub is not None and self._suspect[i]:
+            if sub is not None and self._memory[i].suspect:
                 job = asyncio.ensure_future(_job(self._last[i], self.clients[i], sub))
                 self._last[i] = job
                 threaded.append((i, job))
         slow = {i for i, _ in threaded}
         sent: list[tuple[int, Any, Eval | Call]] = []
+        packed = _Packer()
         try:
             for i, sub in enumerate(op.ops):
                 if sub is None or i in slow:
@@ -103,17 +125,17 @@ class AsyncMasters:
                     conn = await pool.get_connection()
                 except Exception as exc:  # refused, unreachable: this master failed
                     replies[i] = exc
-                    self._suspect[i] = True
+                    self._memory[i].suspect = True
                     continue
                 sent.append((i, conn, sub))  # from here on, a cancellation closes it
                 try:
-                    await conn.send_command(*_wire(sub))
+                    await conn.send_packed_command(packed(conn, sub))
                 except Exception as exc:
                     sent.pop()
                     await conn.disconnect(nowait=True)
                     await pool.release(conn)
                     replies[i] = exc
-                    self._suspect[i] = True
+                    self._memory[i].suspect = True
                     continue
                 _cancel_swallowed(task, cancels)
             while sent:
@@ -121,7 +143,7 @@ class AsyncMasters:
                 replies[i] = reply = await self._receive(self.clients[i], conn, sub, deadline)
                 sent.pop(0)
                 if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
-                    self._suspect[i] = True
+                    self._memory[i].suspect = True
                 _cancel_swallowed(task, cancels)
         finally:
             for i, conn, _ in sent:  # cancelled or failed half-way: do not reuse them
@@ -139,8 +161,13 @@ class AsyncMasters:
                 failure = asyncio.CancelledError() if fut.cancelled() else fut.exception()
                 replies[i] = failure if failure is not None else fut.result()
                 if failure is None or isinstance(failure, ResponseError):
-                    self._suspect[i] = False
+                    self._memory[i].suspect = False
+        remember_run_ids(self._memory, op, replies)
         return replies
+
+    def known_run_ids(self) -> list[str | None] | None:
+        """The masters' run_ids if every one is remembered (else None)."""
+        return known_run_ids(self._memory)
 
     @staticmethod
     async def _receive(client: Any, conn: Any, op: Eval | Call, deadline: float) -> object:
@@ -225,6 +252,7 @@ class AsyncRedlock(AsyncLock):
             on_lost=on_lost,
         )
         self._client = AsyncMasters(masters)
+        self._core.run_ids = self._client.known_run_ids()
 
     @property
     def masters(self) -> tuple[str, ...]:

@@ -85,6 +85,7 @@ class MultiRedlock(Redlock):
             on_lost=on_lost,
         )
         self._client = Masters(masters)
+        self._core.run_ids = self._client.known_run_ids()
 
     @property
     def names(self) -> tuple[str, ...]:

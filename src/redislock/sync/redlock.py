@@ -21,6 +21,9 @@ from redislock._core.quorum import (
     DEFAULT_RETRY_DELAY,
     RedlockCore,
     check_masters,
+    known_run_ids,
+    memory_of,
+    remember_run_ids,
 )
 from redislock.errors import LockUsageError
 from redislock.sync._driver import _execute
@@ -69,6 +72,24 @@ def _job(
         future.set_exception(exc)
 
 
+class _Packer:
+    """Packs each distinct command of one fan-out once (the masters usually get the same
+    one), per encoding."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[int, str, str], Any] = {}
+
+    def __call__(self, conn: Any, op: Eval | Call) -> Any:
+        enc = conn.encoder
+        key = (id(op), enc.encoding, enc.encoding_errors)
+        found = self._done.get(key)
+        if found is None:
+            found = self._done[key] = conn.pack_command(*_wire(op))
+        return found
+
+
 def _wire(op: Eval | Call) -> tuple[str | int, ...]:
     if isinstance(op, Eval):
         return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *op.args)
@@ -88,11 +109,11 @@ class Masters:
     undoes; it takes the fast path again once it answers in time.
     """
 
-    __slots__ = ("_guard", "_last", "_suspect", "clients")
+    __slots__ = ("_guard", "_last", "_memory", "clients")
 
     def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = tuple(clients)
-        self._suspect = [True] * len(self.clients)
+        self._memory = [memory_of(c) for c in self.clients]
         self._last: list[concurrent.futures.Future[Any] | None] = [None] * len(self.clients)
         self._guard = threading.Lock()
 
@@ -106,13 +127,14 @@ class Masters:
         threaded: list[tuple[int, concurrent.futures.Future[Any]]] = []
         with self._guard:
             for i, sub in enumerate(op.ops):
-                if sub is not None and self._suspect[i]:
+                if sub is not None and self._memory[i].suspect:
                     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
                     before, self._last[i] = self._last[i], future
                     _workers().submit(_job, future, before, self.clients[i], sub)
                     threaded.append((i, future))
         slow = {i for i, _ in threaded}
         sent: list[tuple[int, Any, Eval | Call]] = []
+        packed = _Packer()
         try:
             for i, sub in enumerate(op.ops):
                 if sub is None or i in slow:
@@ -122,22 +144,22 @@ class Masters:
                     conn = pool.get_connection()
                 except Exception as exc:  # refused, unreachable: this master failed
                     replies[i] = exc
-                    self._suspect[i] = True
+                    self._memory[i].suspect = True
                     continue
                 try:
-                    conn.send_command(*_wire(sub))
+                    conn.send_packed_command(packed(conn, sub))
                 except Exception as exc:
                     conn.disconnect()
                     pool.release(conn)
                     replies[i] = exc
-                    self._suspect[i] = True
+                    self._memory[i].suspect = True
                     continue
                 sent.append((i, conn, sub))
             while sent:
                 i, conn, sub = sent.pop(0)
                 replies[i] = reply = self._receive(self.clients[i], conn, sub, deadline)
                 if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
-                    self._suspect[i] = True
+                    self._memory[i].suspect = True
         finally:
             for i, conn, _ in sent:  # only after an unexpected error: do not reuse them
                 conn.disconnect()
@@ -152,8 +174,13 @@ class Masters:
                 failure = f.exception()
                 replies[i] = failure if failure is not None else f.result()
                 if failure is None or isinstance(failure, ResponseError):
-                    self._suspect[i] = False
+                    self._memory[i].suspect = False
+        remember_run_ids(self._memory, op, replies)
         return replies
+
+    def known_run_ids(self) -> list[str | None] | None:
+        """The masters' run_ids if every one is remembered (else None)."""
+        return known_run_ids(self._memory)
 
     @staticmethod
     def _receive(client: Any, conn: Any, op: Eval | Call, deadline: float) -> object:
@@ -264,6 +291,7 @@ class Redlock(Lock):
             on_lost=on_lost,
         )
         self._client = Masters(masters)
+        self._core.run_ids = self._client.known_run_ids()
 
     @property
     def masters(self) -> tuple[str, ...]:

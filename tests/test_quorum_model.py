@@ -109,7 +109,8 @@ def build_core(n: int) -> RedlockCore:
         prefix=PREFIX,
         on_lost=None,
     )
-    core.run_ids = [f"run-{i}" for i in range(n)]  # distinct servers: no INFO round
+    for i, memory in enumerate(core.memories):
+        memory.run_id = f"run-{i}"  # distinct servers: no INFO round
     return core
 
 

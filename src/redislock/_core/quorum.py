@@ -40,7 +40,7 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from redis.exceptions import ResponseError
 
@@ -61,12 +61,13 @@ __all__ = [
     "DEFAULT_RETRY_DELAY",
     "IDENTIFY",
     "MasterMemory",
+    "Packer",
     "RedlockCore",
     "check_masters",
-    "known_run_ids",
     "memory_of",
     "outcome_of",
-    "remember_run_ids",
+    "settle",
+    "wire",
 ]
 
 DEFAULT_DRIFT_FACTOR = 0.01
@@ -113,7 +114,8 @@ class RedlockCore(LockCore):
     drift: float = 0.0
     retry_delay: float = DEFAULT_RETRY_DELAY
     fencing: bool = True
-    run_ids: list[str | None] | None = None
+    memories: tuple[MasterMemory, ...] = ()
+    """What is remembered of each master's client (shared by every lock over it)."""
 
     @classmethod
     def build(
@@ -126,7 +128,7 @@ class RedlockCore(LockCore):
         retry_delay: Any,
         fencing: Any,
         **options: Any,
-    ) -> RedlockCore:
+    ) -> Self:
         """Validate everything (raises :class:`LockConfigError`) and build the core."""
         if not isinstance(fencing, bool):
             raise LockConfigError(f"fencing must be a bool, got {fencing!r}")
@@ -153,6 +155,7 @@ class RedlockCore(LockCore):
                 f"({drift:.4f} s) and node_timeout ({timeout} s)"
             )
         core.labels = labels
+        core.memories = tuple(MasterMemory() for _ in labels)
         core.quorum = len(labels) // 2 + 1
         core.node_timeout = timeout
         core.drift = drift
@@ -176,32 +179,31 @@ class RedlockCore(LockCore):
     # ------------------------------------------------------------------ identity
 
     def identify_flow(self) -> Flow[None]:
-        """Ask every master not yet identified for its run_id; two masters with one run_id
-        are one server counted twice, which would fake a majority."""
-        if self.run_ids is None:
-            self.run_ids = [None] * self.n
-        ids = self.run_ids
-        ask = IDENTIFY
+        """Ask every master whose run_id is not remembered for it; two masters with one
+        run_id are one server counted twice, which would fake a majority."""
+        memories = self.memories
         replies = yield FanOut(
-            tuple(None if ids[i] is not None else ask for i in range(self.n)), self.node_timeout
+            tuple(None if m.run_id is not None else IDENTIFY for m in memories),
+            self.node_timeout,
         )
-        for i, reply in enumerate(replies):
-            if ids[i] is not None:
+        for m, reply in zip(memories, replies, strict=True):
+            if m.run_id is not None:
                 continue
             if isinstance(reply, dict):
                 found = reply.get("run_id")
-                ids[i] = "" if found is None else as_str(found)
+                m.run_id = "" if found is None else as_str(found)
             elif isinstance(reply, ResponseError):  # INFO refused (ACL): stop asking
-                ids[i] = ""
+                m.run_id = ""
         seen: dict[str, int] = {}
-        for i, rid in enumerate(ids):
+        for i, m in enumerate(memories):
+            rid = m.run_id
             if not rid:
                 continue
             if rid in seen:
-                # Forget every id (in place: the list may be the masters' shared memory):
-                # the next acquire asks again and refuses again, instead of finding all
-                # ids known and counting one server twice.
-                ids[:] = [None] * self.n
+                # Forget every id: the next acquire (of any lock over these clients) asks
+                # again and refuses again, instead of counting one server twice.
+                for other in memories:
+                    other.run_id = None
                 raise LockConfigError(
                     f"masters {self.labels[seen[rid]]} and {self.labels[i]} are the same "
                     f"server (run_id {rid[:12]}…): Redlock needs independent masters"
@@ -222,7 +224,7 @@ class RedlockCore(LockCore):
             raise LockUsageError(
                 f"lock {self.name!r} is already held by this object (it is not reentrant)"
             )
-        if self.run_ids is None or None in self.run_ids:
+        if any(m.run_id is None for m in self.memories):
             yield from self.identify_flow()
         token = new_token()
         self.pending_token = token
@@ -484,22 +486,57 @@ def memory_of(client: Any) -> MasterMemory:
     return found
 
 
-def remember_run_ids(memories: list[MasterMemory], op: FanOut, replies: list[object]) -> None:
-    """After an :data:`IDENTIFY` fan-out: keep each run_id the masters reported."""
-    if any(sub is not None and sub != IDENTIFY for sub in op.ops):
-        return
-    for memory, reply in zip(memories, replies, strict=True):
-        if isinstance(reply, dict) and reply.get("run_id") is not None:
-            memory.run_id = as_str(reply["run_id"])
+def wire(op: Eval | Call) -> tuple[str | int, ...]:
+    """The command a fan-out sends for ``op`` (EVALSHA for a script)."""
+    if isinstance(op, Eval):
+        return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *op.args)
+    return op.args
 
 
-def known_run_ids(memories: list[MasterMemory]) -> list[str | None] | None:
-    """The remembered run_ids, or None unless every master's is known and they are
-    distinct (duplicates must be found, and refused, by a fresh identification)."""
-    ids = [m.run_id for m in memories]
-    if None in ids or len(set(ids)) < len(ids):
-        return None
-    return ids
+class Packer:
+    """Packs each distinct command of one fan-out once per encoding (the masters usually
+    get the same command); ``packer(conn, op)`` returns what ``send_packed_command`` takes
+    and the command name to parse the reply with."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[int, str, str], tuple[Any, str | int]] = {}
+
+    def __call__(self, conn: Any, op: Eval | Call) -> tuple[Any, str | int]:
+        enc = conn.encoder
+        key = (id(op), enc.encoding, enc.encoding_errors)
+        found = self._done.get(key)
+        if found is None:
+            args = wire(op)
+            found = self._done[key] = (conn.pack_command(*args), args[0])
+        return found
+
+
+def settle(
+    jobs: list[tuple[int, Any]], replies: list[object], memories: tuple[MasterMemory, ...]
+) -> None:
+    """Put the answers of suspect masters' jobs (``concurrent.futures`` or asyncio futures,
+    after the deadline) into ``replies``: a result, its exception, or
+    :class:`NodeLateError`. A master that answered (even with a command error) is no
+    longer suspect."""
+    for i, job in jobs:
+        if not job.done():
+            job.add_done_callback(_consume)  # nobody reads it: do not log it as lost
+            replies[i] = NodeLateError("no answer in time")
+            continue
+        failure = _CANCELLED if job.cancelled() else job.exception()
+        replies[i] = failure if failure is not None else job.result()
+        if failure is None or isinstance(failure, ResponseError):
+            memories[i].suspect = False
+
+
+_CANCELLED = NodeLateError("cancelled")
+
+
+def _consume(job: Any) -> None:
+    if not job.cancelled():
+        job.exception()
 
 
 def check_masters(clients: Any, client_types: tuple[type, ...], hint: str) -> tuple[str, ...]:

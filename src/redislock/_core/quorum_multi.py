@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,12 +78,11 @@ class MultiRedlockCore(RedlockCore):
     """The one-master algorithm (its flows are run on every master)."""
 
     @classmethod
-    def build_multi(
-        cls, labels: tuple[str, ...], names: Iterable[str], **options: Any
-    ) -> MultiRedlockCore:
-        """Validate ``names`` and every option (raises :class:`LockConfigError`), build."""
-        checked = check_names(names)
-        core = cls.build(labels, checked[0], **options)
+    def build(cls, labels: tuple[str, ...], name: Any, **options: Any) -> MultiRedlockCore:
+        """Validate ``name`` (here an iterable of names) and every option (raises
+        :class:`LockConfigError`), build."""
+        checked = check_names(name)
+        core = super(MultiRedlockCore, cls).build(labels, checked[0], **options)
         assert isinstance(core, MultiRedlockCore)
         prefix = validate.check_prefix(options.get("prefix", "redislock:"))
         core.multi = MultiCore.from_base(core, checked, prefix, cluster=False)

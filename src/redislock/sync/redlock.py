@@ -7,25 +7,15 @@ import concurrent.futures
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import (
-    DEFAULT_DRIFT_FACTOR,
-    DEFAULT_RETRY_DELAY,
-    RedlockCore,
-    check_masters,
-    known_run_ids,
-    memory_of,
-    remember_run_ids,
-)
-from redislock.errors import LockUsageError
+from redislock._core.quorum import Packer, memory_of, settle
+from redislock._quorumbase import QuorumMixin
 from redislock.sync._driver import _execute
 from redislock.sync.lock import Lock
 from redislock.sync.renewer import _Workers
@@ -72,30 +62,6 @@ def _job(
         future.set_exception(exc)
 
 
-class _Packer:
-    """Packs each distinct command of one fan-out once (the masters usually get the same
-    one), per encoding."""
-
-    __slots__ = ("_done",)
-
-    def __init__(self) -> None:
-        self._done: dict[tuple[int, str, str], Any] = {}
-
-    def __call__(self, conn: Any, op: Eval | Call) -> Any:
-        enc = conn.encoder
-        key = (id(op), enc.encoding, enc.encoding_errors)
-        found = self._done.get(key)
-        if found is None:
-            found = self._done[key] = conn.pack_command(*_wire(op))
-        return found
-
-
-def _wire(op: Eval | Call) -> tuple[str | int, ...]:
-    if isinstance(op, Eval):
-        return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *op.args)
-    return op.args
-
-
 class Masters:
     """The masters of one Redlock, contacted all at once.
 
@@ -106,14 +72,15 @@ class Masters:
     process-wide pool of daemon threads (never a new pool per call), because connecting to
     a stalled server can block for its whole socket timeout. A suspect master's commands
     run in order, each after the one before, so a release never overtakes the acquire it
-    undoes; it takes the fast path again once it answers in time.
+    undoes; it takes the fast path again once it answers in time. Health and run_id are
+    remembered per client (:func:`memory_of`), across lock objects.
     """
 
-    __slots__ = ("_guard", "_last", "_memory", "clients")
+    __slots__ = ("_guard", "_last", "clients", "memories")
 
     def __init__(self, clients: Sequence[Any]) -> None:
         self.clients = tuple(clients)
-        self._memory = [memory_of(c) for c in self.clients]
+        self.memories = tuple(memory_of(c) for c in self.clients)
         self._last: list[concurrent.futures.Future[Any] | None] = [None] * len(self.clients)
         self._guard = threading.Lock()
 
@@ -124,17 +91,17 @@ class Masters:
         thread's command finishes in the background)."""
         deadline = time.monotonic() + op.timeout
         replies: list[object] = [None] * len(op.ops)
-        threaded: list[tuple[int, concurrent.futures.Future[Any]]] = []
+        jobs: list[tuple[int, Any]] = []
         with self._guard:
             for i, sub in enumerate(op.ops):
-                if sub is not None and self._memory[i].suspect:
+                if sub is not None and self.memories[i].suspect:
                     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
                     before, self._last[i] = self._last[i], future
                     _workers().submit(_job, future, before, self.clients[i], sub)
-                    threaded.append((i, future))
-        slow = {i for i, _ in threaded}
-        sent: list[tuple[int, Any, Eval | Call]] = []
-        packed = _Packer()
+                    jobs.append((i, future))
+        slow = {i for i, _ in jobs}
+        packer = Packer()
+        sent: list[tuple[int, Any, Eval | Call, str | int]] = []
         try:
             for i, sub in enumerate(op.ops):
                 if sub is None or i in slow:
@@ -144,53 +111,44 @@ class Masters:
                     conn = pool.get_connection()
                 except Exception as exc:  # refused, unreachable: this master failed
                     replies[i] = exc
-                    self._memory[i].suspect = True
+                    self.memories[i].suspect = True
                     continue
                 try:
-                    conn.send_packed_command(packed(conn, sub))
+                    packed, command = packer(conn, sub)
+                    conn.send_packed_command(packed)
                 except Exception as exc:
                     conn.disconnect()
                     pool.release(conn)
                     replies[i] = exc
-                    self._memory[i].suspect = True
+                    self.memories[i].suspect = True
                     continue
-                sent.append((i, conn, sub))
+                sent.append((i, conn, sub, command))
             while sent:
-                i, conn, sub = sent.pop(0)
-                replies[i] = reply = self._receive(self.clients[i], conn, sub, deadline)
+                i, conn, sub, command = sent.pop(0)
+                replies[i] = reply = self._receive(self.clients[i], conn, sub, command, deadline)
                 if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
-                    self._memory[i].suspect = True
+                    self.memories[i].suspect = True
         finally:
-            for i, conn, _ in sent:  # only after an unexpected error: do not reuse them
+            for i, conn, _, _ in sent:  # only after an unexpected error: do not reuse them
                 conn.disconnect()
                 self.clients[i].connection_pool.release(conn)
-        if threaded:
-            futures = [f for _, f in threaded]
-            concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
-            for i, f in threaded:
-                if not f.done():
-                    replies[i] = NodeLateError("no answer in time")
-                    continue
-                failure = f.exception()
-                replies[i] = failure if failure is not None else f.result()
-                if failure is None or isinstance(failure, ResponseError):
-                    self._memory[i].suspect = False
-        remember_run_ids(self._memory, op, replies)
+        if jobs:
+            left = max(0.0, deadline - time.monotonic())
+            concurrent.futures.wait([job for _, job in jobs], timeout=left)
+            settle(jobs, replies, self.memories)
         return replies
 
-    def known_run_ids(self) -> list[str | None] | None:
-        """The masters' run_ids if every one is remembered (else None)."""
-        return known_run_ids(self._memory)
-
     @staticmethod
-    def _receive(client: Any, conn: Any, op: Eval | Call, deadline: float) -> object:
+    def _receive(
+        client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
+    ) -> object:
         pool = client.connection_pool
         try:
             if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
                 conn.disconnect()
                 return NodeLateError("no answer in time")
             try:
-                return client.parse_response(conn, _wire(op)[0])
+                return client.parse_response(conn, command)
             except NoScriptError:
                 # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
                 assert isinstance(op, Eval)
@@ -206,7 +164,7 @@ class Masters:
             pool.release(conn)
 
 
-class Redlock(Lock):
+class Redlock(QuorumMixin[redis.Redis], Lock):
     """A distributed mutex over N independent Redis masters (N >= 3, odd).
 
     The same API as :class:`Lock`; held only while a majority of masters holds it.
@@ -252,73 +210,6 @@ class Redlock(Lock):
     """
 
     __slots__ = ()
-    _core: RedlockCore
-
-    def __init__(
-        self,
-        masters: Sequence[redis.Redis],
-        name: str,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        node_timeout: float | None = None,
-        drift_factor: float = DEFAULT_DRIFT_FACTOR,
-        retry_delay: float = DEFAULT_RETRY_DELAY,
-        fencing: bool = True,
-        prefix: str = DEFAULT_PREFIX,
-    ) -> None:
-        labels = check_masters(
-            masters, (redis.Redis,), "a redis.Redis (for asyncio use AsyncRedlock; no cluster)"
-        )
-        self._core = RedlockCore.build(
-            labels,
-            name,
-            node_timeout=node_timeout,
-            drift_factor=drift_factor,
-            retry_delay=retry_delay,
-            fencing=fencing,
-            ttl=ttl,
-            watchdog_lease=watchdog_lease,
-            renew_interval=renew_interval,
-            max_lease=max_lease,
-            timeout=timeout,
-            recheck_interval=DEFAULT_RECHECK,
-            prefix=prefix,
-            on_lost=on_lost,
-        )
-        self._client = Masters(masters)
-        self._core.run_ids = self._client.known_run_ids()
-
-    @property
-    def masters(self) -> tuple[str, ...]:
-        """One label per master (``host:port`` or socket path), in the order given."""
-        return self._core.labels
-
-    @property
-    def quorum(self) -> int:
-        """How many masters must agree: ``N // 2 + 1``."""
-        return self._core.quorum
-
-    @property
-    def fencing_token(self) -> int | None:
-        """The quorum fencing token of the current hold, or None (not held, or
-        ``fencing=False``). Greater than the token of every hold that was acquired before
-        this acquire started, while no master loses its counter."""
-        if not self._core.fencing:
-            return None
-        return super().fencing_token
-
-    def detach(self) -> str:
-        """Not supported for Redlock.
-
-        Raises:
-            LockUsageError: always (a quorum hold's fencing token cannot be read back).
-        """
-        raise LockUsageError(
-            "Redlock holds cannot be detached: the fencing token of a quorum hold cannot be "
-            "read back from the masters by adopt()"
-        )
+    _masters_type = Masters
+    _master_types = (redis.Redis,)
+    _master_hint = "a redis.Redis (for asyncio use AsyncRedlock; no cluster)"

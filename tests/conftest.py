@@ -22,6 +22,10 @@ import redis.cluster
 from redislock.server import RedisProcess
 from tests.cluster import LocalCluster
 from tests.flavors import FLAVORS, Flavor, LoopThread, make_flavor
+from tests.masters import admins as admins
+from tests.masters import amasters as amasters
+from tests.masters import masters as masters
+from tests.masters import servers as servers
 
 
 @pytest.fixture(scope="session")

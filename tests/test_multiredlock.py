@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -32,53 +30,6 @@ NAMES = ["account:7", "account:9", "order:1"]
 
 def key(name: str) -> str:
     return f"redislock:{{{name}}}"
-
-
-@pytest.fixture(scope="module")
-def servers(short_tmp: Path) -> Iterator[list[RedisProcess]]:
-    procs = [RedisProcess(short_tmp / "mrl" / f"m{i}", name=f"m{i}") for i in range(5)]
-    try:
-        for proc in procs:
-            proc.start()
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
-
-
-@pytest.fixture
-def admins(servers: list[RedisProcess]) -> Iterator[list[redis.Redis]]:
-    for server in servers:
-        server.start()  # a no-op unless an earlier test left one stopped
-    clients = [
-        redis.Redis(**s.client_kwargs(), decode_responses=True, socket_timeout=10) for s in servers
-    ]
-    for client in clients:
-        client.flushall()
-    yield clients
-    for client in clients:
-        client.close()
-
-
-@pytest.fixture
-def masters(servers: list[RedisProcess], admins: list[redis.Redis]) -> Iterator[list[redis.Redis]]:
-    clients = [redis.Redis(**s.client_kwargs(), socket_timeout=2) for s in servers]
-    yield clients
-    for client in clients:
-        client.close()
-
-
-@pytest.fixture
-async def amasters(
-    servers: list[RedisProcess], admins: list[redis.Redis]
-) -> AsyncIterator[list[redis.asyncio.Redis]]:
-    clients = [
-        redis.asyncio.Redis(**s.client_kwargs(), socket_timeout=2, decode_responses=True)
-        for s in servers
-    ]
-    yield clients
-    for client in clients:
-        await client.aclose()
 
 
 def holders(admins: list[redis.Redis], name: str) -> list[str | None]:

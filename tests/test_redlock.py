@@ -53,11 +53,10 @@ from redislock import (
 )
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
+from tests.masters import CLIENT_TIMEOUT, N_MASTERS, amaster, master
 from tests.proxy import DelayProxy
 from tests.support import Background, async_wait_for, wait_for
 
-N_MASTERS = 5
-CLIENT_TIMEOUT = 0.5  # socket timeout of the masters' clients, seconds
 TTL = 10.0
 FOREIGN = "f" * 32 + "|elsewhere|1|0"  # another owner's lock value
 CTX = multiprocessing.get_context("spawn")
@@ -120,25 +119,6 @@ def is_lost(lock: Redlock | AsyncRedlock) -> bool:
     return lost
 
 
-def master(server: RedisProcess, **kwargs: Any) -> redis.Redis:
-    """A master's client as Redlock wants it: socket timeout, no connection retries."""
-    return redis.Redis(
-        **server.client_kwargs(),
-        socket_timeout=CLIENT_TIMEOUT,
-        retry=Retry(NoBackoff(), 0),
-        **kwargs,
-    )
-
-
-def amaster(server: RedisProcess, **kwargs: Any) -> redis.asyncio.Redis:
-    return redis.asyncio.Redis(
-        **server.client_kwargs(),
-        socket_timeout=CLIENT_TIMEOUT,
-        retry=AsyncRetry(NoBackoff(), 0),
-        **kwargs,
-    )
-
-
 @contextlib.contextmanager
 def stopped(servers: Sequence[RedisProcess]) -> Iterator[None]:
     """``servers`` are down (process stopped, socket gone) inside the block."""
@@ -166,58 +146,6 @@ def paused(servers: Sequence[RedisProcess]) -> Iterator[None]:
 def outcome_kinds(err: QuorumError) -> list[str]:
     """Each master's outcome reduced to its first word ("ok", "busy", "late", "error:")."""
     return [value.split(" ")[0] for value in err.outcomes.values()]
-
-
-# --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def servers(short_tmp: Path) -> Iterator[list[RedisProcess]]:
-    """Five independent masters for the module."""
-    procs = [RedisProcess(short_tmp / "redlock" / f"m{i}", name=f"m{i}") for i in range(N_MASTERS)]
-    try:
-        for proc in procs:
-            proc.start()
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
-
-
-@pytest.fixture
-def admins(servers: list[RedisProcess]) -> Iterator[list[redis.Redis]]:
-    """Decoded clients on every master, flushed (data and script cache)."""
-    for server in servers:
-        server.start()  # a no-op unless an earlier test failed to restore it
-    clients = [
-        redis.Redis(**s.client_kwargs(), decode_responses=True, socket_timeout=10) for s in servers
-    ]
-    for client in clients:
-        client.flushall()
-        client.script_flush()
-    yield clients
-    for client in clients:
-        client.close()
-
-
-@pytest.fixture
-def masters(servers: list[RedisProcess], admins: list[redis.Redis]) -> Iterator[list[redis.Redis]]:
-    """The lock's clients on the five flushed masters (bytes replies)."""
-    clients = [master(s) for s in servers]
-    yield clients
-    for client in clients:
-        client.close()
-
-
-@pytest.fixture
-async def amasters(
-    servers: list[RedisProcess], admins: list[redis.Redis]
-) -> AsyncIterator[list[redis.asyncio.Redis]]:
-    """asyncio clients on the five flushed masters (decoded replies, for variety)."""
-    clients = [amaster(s, decode_responses=True) for s in servers]
-    yield clients
-    for client in clients:
-        await client.aclose()
 
 
 @pytest.fixture(params=[3, 5], ids=["3masters", "5masters"])

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""Five independent masters for the Redlock family's tests (``test_redlock.py``,
+``test_multiredlock.py``): their clients as Redlock wants them, and the fixtures
+``servers`` (module-scoped processes), ``admins``, ``masters`` and ``amasters`` (flushed
+per test), registered in ``conftest.py``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from redislock.server import RedisProcess
+
+N_MASTERS = 5
+CLIENT_TIMEOUT = 0.5  # socket timeout of the masters' clients, seconds
+
+
+def master(server: RedisProcess, **kwargs: Any) -> redis.Redis:
+    """A master's client as Redlock wants it: socket timeout, no connection retries."""
+    return redis.Redis(
+        **server.client_kwargs(),
+        socket_timeout=CLIENT_TIMEOUT,
+        retry=Retry(NoBackoff(), 0),
+        **kwargs,
+    )
+
+
+def amaster(server: RedisProcess, **kwargs: Any) -> redis.asyncio.Redis:
+    return redis.asyncio.Redis(
+        **server.client_kwargs(),
+        socket_timeout=CLIENT_TIMEOUT,
+        retry=AsyncRetry(NoBackoff(), 0),
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def servers(short_tmp: Path) -> Iterator[list[RedisProcess]]:
+    """Five independent masters for the module."""
+    procs = [RedisProcess(short_tmp / "redlock" / f"m{i}", name=f"m{i}") for i in range(N_MASTERS)]
+    try:
+        for proc in procs:
+            proc.start()
+        yield procs
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+@pytest.fixture
+def admins(servers: list[RedisProcess]) -> Iterator[list[redis.Redis]]:
+    """Decoded clients on every master, flushed (data and script cache)."""
+    for server in servers:
+        server.start()  # a no-op unless an earlier test failed to restore it
+    clients = [
+        redis.Redis(**s.client_kwargs(), decode_responses=True, socket_timeout=10) for s in servers
+    ]
+    for client in clients:
+        client.flushall()
+        client.script_flush()
+    yield clients
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def masters(servers: list[RedisProcess], admins: list[redis.Redis]) -> Iterator[list[redis.Redis]]:
+    """The lock's clients on the five flushed masters (bytes replies)."""
+    clients = [master(s) for s in servers]
+    yield clients
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+async def amasters(
+    servers: list[RedisProcess], admins: list[redis.Redis]
+) -> AsyncIterator[list[redis.asyncio.Redis]]:
+    """asyncio clients on the five flushed masters (decoded replies, for variety)."""
+    clients = [amaster(s, decode_responses=True) for s in servers]
+    yield clients
+    for client in clients:
+        await client.aclose()

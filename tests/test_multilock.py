@@ -139,7 +139,8 @@ def test_sync_and_async_twins_have_one_api() -> None:
     lock_options = list(inspect.signature(Lock).parameters)[2:]
     assert [p.name for p in params[2:]][: len(lock_options)] == lock_options[: len(params) - 2]
     io = sorted(n for n, m in aio.items() if inspect.iscoroutinefunction(m))
-    assert io == ["acquire", "extend", "locked", "owned", "release", "remaining"]
+    # adopt (and detach) exist as on Lock, and refuse: see the test below
+    assert io == ["acquire", "adopt", "extend", "locked", "owned", "release", "remaining"]
     for name in sync:
         s, a = sync[name], aio[name]
         assert type(s) is type(a), name
@@ -163,6 +164,18 @@ def test_sync_and_async_twins_have_one_api() -> None:
             assert method_doc is not None
             assert "redis.exceptions.RedisError" in method_doc.split("Raises:", 1)[1], name
     assert MultiLock.__module__ == AsyncMultiLock.__module__ == "redislock"
+
+
+def test_adopt_and_detach_refuse_before_any_io(r: redis.Redis) -> None:
+    """A set's fencing tokens cannot be read back by token: no hand-off between objects."""
+    lock = MultiLock(r, ["a", "b"], ttl=5)
+    with pytest.raises(LockUsageError):
+        lock.adopt("0" * 32)
+    assert lock.acquire()
+    with pytest.raises(LockUsageError):
+        lock.detach()
+    assert lock.owned()  # refusing changed nothing
+    lock.release()
 
 
 # ------------------------------------------------------------------ the basics

@@ -1,36 +1,34 @@
 # SPDX-License-Identifier: MIT
 """What :class:`~redislock.MultiLock` and :class:`~redislock.AsyncMultiLock` share without
-I/O: construction (names, then the lock options, validated before any I/O), local
-properties, ``statistics()`` and ``repr``."""
+I/O: construction (names, then the lock options, validated before any I/O) over a
+:class:`MultiCore`, and the set's local properties. The shells (``Lock`` / ``AsyncLock``,
+next in the MRO) drive the multi flows unchanged."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from redislock._base import _socket_timeout
+from redislock._base import LockBase, _socket_timeout
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.lock import (
     DEFAULT_RECHECK,
     DEFAULT_WATCHDOG_LEASE,
     LockCore,
-    LockStatistics,
     token_tag,
 )
 from redislock._core.multi import MultiCore, check_names
-from redislock.errors import LockConfigError
+from redislock.errors import LockConfigError, LockUsageError
 
-__all__ = ["MultiBase"]
+__all__ = ["MultiMixin"]
 
 
-class MultiBase:
-    """Shared, I/O-free part of the multi-name lock classes."""
+class MultiMixin(LockBase):
+    """Builds a lock shell over a :class:`MultiCore` (a set of names)."""
 
-    _client_types: tuple[type, ...] = ()
     _cluster_types: tuple[type, ...] = ()
-    _client_hint: str = ""
 
-    __slots__ = ("__weakref__", "_client", "_core")
+    __slots__ = ()
 
     _core: MultiCore
 
@@ -85,25 +83,17 @@ class MultiBase:
         return self._core.fencing_tokens()
 
     @property
-    def lost(self) -> bool:
-        """True if the latest acquisition was lost: any name expired, was taken, could not be
-        renewed, or the local lease estimate passed (a fixed ``ttl`` run out)."""
-        return self._core.is_lost()
+    def fencing_token(self) -> int | None:
+        """None: a set has one fencing token per name (see :attr:`fencing_tokens`)."""
+        return None
 
-    @property
-    def token(self) -> str | None:
-        """The owner token of the current hold (one for every name), or None. A secret:
-        whoever has it can release the names."""
-        h = self._core.current()
-        return None if h is None else h.token
+    def detach(self) -> str:
+        """Not supported for a set of names.
 
-    def statistics(self) -> LockStatistics:
-        """A local, I/O-free snapshot; ``name`` is a short label of the set and
-        ``fencing_token`` is None (see :attr:`fencing_tokens`)."""
-        return self._core.statistics()
-
-    def _subject(self) -> object:
-        return self
+        Raises:
+            LockUsageError: always.
+        """
+        raise LockUsageError("MultiLock holds cannot be detached (nor adopted)")
 
     def __repr__(self) -> str:
         h = self._core.current()

@@ -321,6 +321,10 @@ class MultiCore(LockCore):
         finally:
             self.pending_token = None
 
+    def adopt_flow(self, token: Any) -> Flow[None]:
+        """Not supported: a set's fencing tokens cannot be read back by token."""
+        raise LockUsageError("MultiLock holds cannot be adopted (nor detached)")
+
     def abandon_flow(self, token: str) -> Flow[None]:
         """Give back every name ``token`` may hold (after a cancelled or failed acquire)."""
         yield from self._release_chunks(self.chunks, token)

@@ -500,6 +500,8 @@ def test_audit_lines_and_missing_audit() -> None:
     assert "p:n" in report.line("keys_without_ttl").detail
     assert report.line("foreign_touches").ok is False
     assert "abcd1234" in report.line("foreign_touches").detail
+    as_text = check_run(**{**run, "audit": json.dumps(run["audit"])}, fenced=True, **RUN_KW)
+    assert as_text == report
     bare = check_run([], [], [], {}, fenced=True, **RUN_KW)
     assert bare.line("keys_without_ttl").value == "not audited"
     assert bare.line("loss_notifications").ok is None

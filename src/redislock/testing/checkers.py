@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -651,7 +652,7 @@ def check_run(
     history: Iterable[Record],
     oracle_records: Iterable[Record],
     nemesis: Iterable[Record],
-    audit: Mapping[str, Any],
+    audit: Mapping[str, Any] | str,
     *,
     fenced: bool,
     lease: float,
@@ -665,7 +666,8 @@ def check_run(
 ) -> Report:
     """Run every checker over one run's records and build the :class:`Report`.
 
-    ``audit`` holds the audit data as lists of dicts (or audit dataclasses) under ``"holds"``
+    ``audit`` (a mapping, its JSON text, or an audit result dataclass) holds the audit data
+    as lists of dicts (or audit dataclasses) under ``"holds"``
     (alias ``"hold_intervals"``), ``"ttl_violations"`` (alias ``"keys_without_ttl"``) and
     ``"foreign_touches"``; a missing list makes its line ``"not audited"`` (reported only).
     ``fenced``: the oracle ran fenced (stale accepted writes are then a failure); ``lease`` the
@@ -679,6 +681,11 @@ def check_run(
     ``token_regressions``, ``overlapping_holders``, ``foreign_touches``, ``keys_without_ttl``,
     ``leases_alive_after_death``, ``loss_notifications``.
     """
+    if isinstance(audit, str):
+        audit = json.loads(audit)
+    audit = _dict(audit)
+    if not isinstance(audit, Mapping):
+        raise TypeError(f"audit must be a mapping, its JSON text or a dataclass: {audit!r:.80}")
     events = list(history)
     oracle = list(oracle_records)
     faults = list(nemesis)

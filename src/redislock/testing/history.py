@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: Operations a history event may name.
-OPS: Final = frozenset({"acquire", "reenter", "release", "extend", "lost"})
+OPS: Final = frozenset({"acquire", "reenter", "release", "release_inner", "extend", "lost"})
 #: Phases of a history event (``info`` only for op ``lost``).
 PHASES: Final = frozenset({"invoke", "ok", "fail", "unknown", "info"})
 #: Hold modes: ``x`` exclusive, ``s`` shared (read side), ``p`` semaphore permit.

@@ -207,6 +207,10 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the lottery: N processes race, exactly one draws")
     demo.add_argument("--workers", type=int, default=5, help="processes (default 5)")
 
+    from redislock.cli import torture
+
+    torture.add_parser(sub)
+
     srv = sub.add_parser("server", help="the embedded redis-server")
     srv.add_argument("action", choices=["status", "stop", "start"])
     srv.add_argument("--json", action="store_true", help="machine-readable output")
@@ -285,6 +289,14 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         url = args.url or os.environ.get("REDIS_URL") or None
         connect(url)  # starts the embedded server once, before the workers race
         return run_demo(url or server.ensure_embedded(), workers=args.workers)
+    if args.command == "torture":
+        from redislock.cli.torture import torture_command
+
+        try:
+            # Only an explicit --url: without one the run starts servers of its own.
+            return torture_command(args, args.url)
+        except ValueError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
     return _server(args.action, as_json=args.json)
 
 

@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: MIT
+"""The torture runner end to end: every scenario under every fault kind, and the negative
+controls, each against redis-servers the run starts itself (short runs; the long run is by
+hand, see docs/torture.md)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from redislock.testing.faults import (
+    ALL_FAULTS,
+    CLIENT_FAULTS,
+    SCENARIOS,
+    SERVER_FAULTS,
+    make_schedule,
+)
+from redislock.testing.torture import TortureConfig, TortureResult, run_torture
+
+MUST_BE_ZERO = (
+    "stale_writes_accepted",
+    "token_regressions",
+    "foreign_touches",
+    "keys_without_ttl",
+    "leases_alive_after_death",
+)
+
+
+def _lines(result: TortureResult) -> dict[str, object]:
+    return {line.name: line for line in result.report.lines}
+
+
+def _explain(result: TortureResult) -> str:
+    return f"{result.report.table()}\nrecords: {result.directory}"
+
+
+# ----------------------------------------------------------------------------- schedule
+
+
+def test_schedule_is_a_function_of_its_seed() -> None:
+    kw = {"duration": 30.0, "kinds": ALL_FAULTS, "slots": 4, "servers": 5, "lease": 1.0}
+    first = make_schedule(7, **kw)  # type: ignore[arg-type]
+    assert first == make_schedule(7, **kw)  # type: ignore[arg-type]
+    assert first != make_schedule(8, **kw)  # type: ignore[arg-type]
+    assert {e.kind for e in first} == set(ALL_FAULTS)
+    for lane in (CLIENT_FAULTS, SERVER_FAULTS):
+        events = [e for e in first if e.kind in lane]
+        for a, b in itertools.pairwise(events):
+            assert b.at >= a.at + a.duration + a.params.get("delay", 0.0)  # one at a time
+    for e in first:
+        assert 0 < e.at < 30.0
+        assert 0 <= e.target < (4 if e.kind in CLIENT_FAULTS else 5)
+        assert 0 <= e.server < 5
+
+
+def test_schedule_and_config_reject_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        make_schedule(1, duration=1, kinds=["gremlins"], slots=1, servers=1, lease=1)
+    bad = [
+        {"scenario": "mutex"},
+        {"control": "nothing"},
+        {"faults": ("gremlins",)},
+        {"processes": 0},
+        {"lease": 0.0},
+        {"persistence": "sometimes"},
+        {"scenario": "redlock", "masters": 2},
+        {"scenario": "redlock", "url": "redis://127.0.0.1:1"},
+    ]
+    for kwargs in bad:
+        with pytest.raises(ValueError):
+            run_torture(TortureConfig(directory=str(tmp_path / "never"), **kwargs))  # type: ignore[arg-type]
+    assert not (tmp_path / "never").exists()  # refused before anything started
+
+
+# ----------------------------------------------------------------------------- scenarios
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
+    scenario: str, tmp_path: Path
+) -> None:
+    cfg = TortureConfig(
+        scenario=scenario,
+        processes=3,
+        duration=8.0,
+        seed=11,
+        masters=3,
+        directory=str(tmp_path / scenario),
+    )
+    result = run_torture(cfg)
+    lines = _lines(result)
+    assert result.passed, _explain(result)
+    for name in MUST_BE_ZERO:
+        assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
+    assert result.cycles >= 30, _explain(result)
+    assert result.faults_applied >= 4
+    assert not result.nemesis_errors, result.nemesis_errors
+    # The records are complete and replayable.
+    for name in ("config.json", "schedule.json", "nemesis.jsonl", "oracle.jsonl", "audit.json"):
+        assert (result.directory / name).is_file(), name
+    assert list(result.directory.glob("history-*.jsonl"))
+    nemesis = (result.directory / "nemesis.jsonl").read_text().splitlines()
+    kinds = {json.loads(x)["kind"] for x in nemesis}
+    assert kinds & set(CLIENT_FAULTS)
+    assert kinds & set(SERVER_FAULTS)
+
+
+# ----------------------------------------------------------------------------- controls
+
+
+@pytest.mark.parametrize(
+    ("control", "line"),
+    [
+        ("broken-release", "foreign_touches"),
+        ("unfenced-pause", "stale_writes_accepted"),
+        ("redlock-restart", "overlapping_holders"),
+    ],
+)
+def test_negative_control_is_reported(control: str, line: str, tmp_path: Path) -> None:
+    cfg = TortureConfig(
+        control=control,
+        processes=3,
+        names=1,
+        duration=8.0,
+        seed=5,
+        masters=3,
+        lease=0.5,
+        directory=str(tmp_path / control),
+    )
+    result = run_torture(cfg)
+    assert result.control_detected, _explain(result)
+    assert int(str(_lines(result)[line].value).split()[0]) > 0, _explain(result)  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "redislock", "torture", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cli_runs_and_replays(tmp_path: Path) -> None:
+    out = _cli(
+        "--duration", "3", "--processes", "2", "--seed", "3",
+        "--faults", "client_kill,proxy_reset", "--json", "--dir", str(tmp_path / "a"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout
+    [run] = json.loads(out.stdout)
+    assert run["passed"] is True
+    assert run["cycles"] > 0
+    first = Path(run["directory"])
+    again = _cli("--replay", str(first), "--dir", str(tmp_path / "b"), "--json")
+    assert again.returncode == 0, again.stderr + again.stdout
+    [rerun] = json.loads(again.stdout)
+    assert (first / "schedule.json").read_text() == (
+        Path(rerun["directory"]) / "schedule.json"
+    ).read_text()
+
+
+def test_cli_usage_errors_exit_64() -> None:
+    for args in (["--scenario", "mutex"], ["--faults", "gremlins"], ["--control", "x"]):
+        out = _cli(*args, "--duration", "1")
+        assert out.returncode == 64, (args, out.stderr)
+        assert "redislock:" in out.stderr

@@ -354,6 +354,9 @@ def token_regressions(history: Iterable[Record]) -> list[tuple[Record, Record]]:
 # --------------------------------------------------------------------------- audit checks
 
 
+_STALLS = frozenset({"server_pause", "server_debug_sleep", "server_client_pause"})
+
+
 def leases_alive_after_death(
     audit_holds: Iterable[Any], nemesis: Iterable[Record], lease: float, eps: float = 0.25
 ) -> list[dict[str, Any]]:
@@ -366,12 +369,26 @@ def leases_alive_after_death(
     Returns ``[{**hold interval, "t_death", "deadline", "excess"}]`` for each hold interval of
     that pid whose ``last`` (last seen present) is after ``deadline = t_death + lease + eps``;
     ``excess = last - deadline`` (seconds).
+
+    A request the dead worker handed to a server that was stalled at ``t_death``
+    (``server_pause``, ``server_debug_sleep``, ``server_client_pause``) runs when the stall
+    ends, so ``t_death`` moves to the end of such a stall (repeatedly, for back-to-back
+    stalls).
     """
+    events = list(nemesis)
+    stalls = sorted(
+        (float(ev["t0"]), float(ev["t1"]))
+        for ev in events
+        if ev.get("kind") in _STALLS and ev.get("t1") is not None
+    )
     deaths: dict[int, float] = {}
-    for ev in nemesis:
+    for ev in events:
         if ev.get("kind") == "client_kill" and _is_int(ev.get("pid")):
             t_death = ev.get("t_death")
             t = float(ev["t0"] if t_death is None else t_death)
+            for t0, t1 in stalls:
+                if t0 <= t <= t1:
+                    t = t1
             deaths[ev["pid"]] = min(t, deaths.get(ev["pid"], math.inf))
     found: list[dict[str, Any]] = []
     for hold in _dicts(audit_holds):
@@ -444,7 +461,7 @@ def _index_history(history: Iterable[Record]) -> dict[tuple[Any, str], _Hold]:
 
 
 def match_holds(
-    history: Iterable[Record], audit_holds: Iterable[Any]
+    history: Iterable[Record], audit_holds: Iterable[Any], *, exact_fence: bool = False
 ) -> tuple[dict[tuple[Any, str], list[Record]], list[Record]]:
     """Map audit hold intervals to history holds: ``({(pid, hold): [intervals]}, unmatched)``.
 
@@ -455,6 +472,11 @@ def match_holds(
     no such hold or that hold's acquire never logged ``ok`` (the worker did not know it held
     it). Fences are used only to break ties because a Redlock master's own counter may differ
     from the hold's token (the largest counter of the majority).
+
+    With ``exact_fence`` (one server: the lock key's fence IS the hold's token) an interval
+    matches only a hold with its fence; one that matches none is a ghost (an acquire whose
+    reply was lost, applied while the worker went on) and stays unmatched. Without it, such
+    a ghost that appeared after a later acquire was invoked would be blamed on that hold.
     """
     holds = _index_history(history)
     by_pid_name: dict[tuple[Any, str], list[_Hold]] = defaultdict(list)
@@ -484,6 +506,9 @@ def match_holds(
         ]
         if same_fence:
             chosen = same_fence[-1]
+        elif exact_fence:
+            unmatched.append(interval)
+            continue
         if chosen.ok is None:
             unmatched.append(interval)
         else:
@@ -564,10 +589,11 @@ def loss_notifications(
     """
     events = list(history)
     holds = _index_history(events)
-    matched, _ = match_holds(events, audit_holds)
-    intervals_all = [iv for ivs in matched.values() for iv in ivs]
+    intervals_all = _dicts(audit_holds)
     if servers is None:
         servers = 1 + max((int(iv.get("server", 0)) for iv in intervals_all), default=0)
+    matched, _ = match_holds(events, intervals_all, exact_fence=servers == 1)
+    intervals_all = [iv for ivs in matched.values() for iv in ivs]
     if until is None:
         until = max((float(e["t"]) for e in events), default=-math.inf)
     pauses: list[Record] = []
@@ -827,7 +853,7 @@ def check_run(
             servers=servers,
             until=until,
         )
-        unmatched = len(match_holds(events, audit_holds)[1])
+        unmatched = len(match_holds(events, audit_holds, exact_fence=servers in (None, 1))[1])
         excused_by = Counter(e["reason"] for e in losses.excused)
         excused = ", ".join(f"{n} {why}" for why, n in sorted(excused_by.items()))
         excused_note = f"excused: {excused}" if excused else ""

@@ -32,15 +32,15 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redislock import Lock as _Lock
 from redislock import (
+    AcquireTimeoutError,
     LockLostError,
     ReadWriteLock,
-    RedisLockError,
     Redlock,
     RLock,
     Semaphore,
 )
+from redislock import Lock as _Lock
 from redislock._core.keys import LockKeys
 from redislock.testing.history import History
 from redislock.testing.oracle import OracleClient
@@ -133,16 +133,11 @@ class Worker:
         self.hist.invoke("acquire", hold, name, mode)
         try:
             if isinstance(lock, Semaphore):
-                held: Any = lock.try_acquire() if limit == 0 else None
-                if held is None and limit > 0:
-                    try:
-                        held = lock.acquire(timeout=limit)
-                    except RedisLockError as exc:
-                        if type(exc).__name__ != "AcquireTimeoutError":
-                            raise
-                        held = None
+                held: Any = lock.acquire(timeout=limit)  # a Permit
             else:
                 held = lock if lock.acquire(timeout=limit) else None
+        except AcquireTimeoutError:
+            held = None
         except _UNKNOWN as exc:
             self.hist.complete("acquire", hold, name, mode, "unknown", err=_err(exc))
             return None
@@ -243,8 +238,6 @@ class Worker:
     def run(self) -> None:
         while not self.stop_path.exists():
             self.cycle()
-        for held_id in list(self.current):
-            del self.current[held_id]
 
 
 def main(argv: list[str] | None = None) -> int:

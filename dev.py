@@ -5,6 +5,7 @@
     python3 dev.py demo     # the lottery demo: `redislock demo` on the embedded Redis
     python3 dev.py test     # lint, type checks and the whole test suite
     python3 dev.py bench    # the uncontended benchmark (bench/uncontended.py)
+    python3 dev.py gen      # write src/redislock/sync/ from src/redislock/aio/ (unasync)
     python3 dev.py shell    # print how to activate the environment
 
 Set-up (idempotent, never asks a question):
@@ -117,7 +118,7 @@ def venv_env() -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     action = argv[0] if argv else "help"
-    if action not in {"demo", "test", "bench", "shell"}:
+    if action not in {"demo", "test", "bench", "shell", "gen"}:
         print(__doc__)
         return 0 if action in {"help", "-h", "--help"} else 64
     ensure_venv()
@@ -128,6 +129,8 @@ def main(argv: list[str]) -> int:
         return 0
     if action == "demo":
         return subprocess.run([BIN / "redislock", "demo", *argv[1:]], env=env).returncode
+    if action == "gen":
+        return subprocess.run([PY, ROOT / "tools" / "gen_sync.py", *argv[1:]], env=env).returncode
     if action == "bench":
         return subprocess.run(
             [PY, ROOT / "bench" / "uncontended.py", *argv[1:]], env=env
@@ -138,7 +141,7 @@ def main(argv: list[str]) -> int:
         say(f"tests use {server}")
     env.pop("REDIS_URL", None)  # the tests start their own servers
     os.chdir(ROOT)
-    code_paths = ("src", "tests", "bench", "dev.py")
+    code_paths = ("src", "tests", "bench", "tools", "dev.py")
     sh(BIN / "ruff", "check", *code_paths, env=env)
     sh(BIN / "ruff", "format", "--check", *code_paths, env=env)
     sh(BIN / "mypy", env=env)

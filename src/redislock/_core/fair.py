@@ -20,29 +20,14 @@ from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import Holding, LockCore, holder_meta, new_token
 from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
-from redislock.errors import LockConfigError, LockUsageError, QueueFullError, UnexpectedReplyError
+from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
 
-__all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "FairCore", "check_fair_args"]
+__all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
 _NO_KEYS: Final = FairKeys("", "", "", "", "", "")
-
-DEFAULT_WAITER_LEASE: Final = 1.0
-"""Seconds a waiter stays queued without renewing (it renews every third of this)."""
-
-DEFAULT_QUEUE_MAX: Final = 10_000
-"""Most waiters one FairLock queues; one more gets :class:`QueueFullError`."""
-
-
-def check_fair_args(waiter_lease: object, queue_max: object) -> tuple[float, int]:
-    """Validate ``waiter_lease`` (seconds, >= 0.05) and ``queue_max`` (int >= 1)."""
-    lease = validate.check_duration("waiter_lease", waiter_lease)
-    if lease < 0.05:
-        raise LockConfigError(f"waiter_lease must be at least 0.05 s, got {lease}")
-    if isinstance(queue_max, bool) or not isinstance(queue_max, int) or queue_max < 1:
-        raise LockConfigError(f"queue_max must be an int >= 1, got {queue_max!r}")
-    return lease, queue_max
 
 
 @dataclass(slots=True)

@@ -12,14 +12,13 @@ exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Self, TypeAlias
+from typing import Any, Final, Self
 
 from redislock._core import validate
 from redislock._core.keys import LockKeys
@@ -34,6 +33,13 @@ from redislock._core.ops import (
     as_str,
     unwrap,
 )
+from redislock._core.options import (
+    DEFAULT_RECHECK,
+    DEFAULT_REPLICA_TIMEOUT,
+    DEFAULT_WATCHDOG_LEASE,
+    LockOptions,
+    MultiOptions,
+)
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
@@ -46,6 +52,7 @@ from redislock.errors import (
 
 __all__ = [
     "COALESCE",
+    "DEFAULT_RECHECK",
     "DEFAULT_WATCHDOG_LEASE",
     "HolderInfo",
     "Holding",
@@ -57,15 +64,9 @@ __all__ = [
     "why",
 ]
 
-DEFAULT_WATCHDOG_LEASE: Final = 30.0
-"""Lease length, in seconds, when ``ttl=None`` (renewed by the watchdog)."""
-
 COALESCE: Final = 0.05
 """Seconds: the watchdog sends renewals due this soon with the ones due now (early is
 harmless), so many leases share one round trip."""
-
-DEFAULT_RECHECK: Final = 0.5
-"""Longest a waiter blocks between two tries, in seconds, should a wake-up be lost."""
 
 _ACQUIRE = SCRIPTS["lock_acquire"]
 _RELEASE = SCRIPTS["lock_release"]
@@ -163,66 +164,6 @@ class _Counters:
     reverified: int = 0
 
 
-_Settings: TypeAlias = tuple[
-    float | None, float, float, float | None, float | None, float, float | None, int, int, int
-]
-
-
-@functools.lru_cache(maxsize=256, typed=True)  # typed: True and 1 are different keys
-def _settings(
-    ttl: Any,
-    watchdog_lease: Any,
-    renew_interval: Any,
-    max_lease: Any,
-    timeout: Any,
-    recheck_interval: Any,
-    socket_timeout: float | None,
-) -> _Settings:
-    """The validated timing of a lock, in :class:`LockCore` field order (cached: most
-    programs build many locks with the same settings)."""
-    fixed = validate.check_optional_duration("ttl", ttl)
-    watchdog = validate.check_duration("watchdog_lease", watchdog_lease)
-    lease = fixed if fixed is not None else watchdog
-    if renew_interval is None:
-        interval = lease / 3.0
-    else:
-        interval = validate.check_duration("renew_interval", renew_interval)
-        if interval >= lease:
-            raise LockConfigError(
-                f"renew_interval ({interval} s) must be shorter than the lease ({lease} s)"
-            )
-        if interval > lease / 2.0:
-            raise LockConfigError(
-                f"renew_interval ({interval} s) must be at most half the lease "
-                f"({lease} s), or one failed renewal loses the lock"
-            )
-    if fixed is not None and renew_interval is not None:
-        raise LockConfigError("renew_interval applies to watchdog leases (ttl=None) only")
-    cap = validate.check_optional_duration("max_lease", max_lease)
-    if cap is not None and cap < lease:
-        raise LockConfigError(f"max_lease ({cap} s) must be >= the lease ({lease} s)")
-    if cap is not None and fixed is not None:
-        raise LockConfigError("max_lease applies to watchdog leases (ttl=None) only")
-    wait = validate.check_timeout("timeout", timeout)
-    recheck = validate.check_duration("recheck_interval", recheck_interval)
-    max_block = None
-    if socket_timeout is not None and socket_timeout > 0:
-        # A blocking pop must return before the client's socket timeout fires.
-        max_block = max(0.001, socket_timeout * 0.8)
-    return (
-        fixed,
-        lease,
-        interval,
-        cap,
-        wait,
-        recheck,
-        max_block,
-        validate.to_ms(lease),
-        validate.to_ms(recheck + 1.0),
-        validate.to_ms(max(1.0, 2 * recheck)),
-    )
-
-
 @dataclass(slots=True)
 class LockCore:
     """Configuration, local state and flows of one lock object. No I/O."""
@@ -253,52 +194,56 @@ class LockCore:
 
     @classmethod
     def create(
+        cls, name: Any, *, socket_timeout: float | None, sentinel: bool = False, **options: Any
+    ) -> Self:
+        """Validate ``name`` and the option keywords (as :class:`LockOptions`; raises
+        :class:`LockConfigError`) and build the core."""
+        return cls.from_options(
+            name, LockOptions(**options), socket_timeout=socket_timeout, sentinel=sentinel
+        )
+
+    @classmethod
+    def from_options(
         cls,
         name: Any,
+        options: MultiOptions,
         *,
-        ttl: Any,
-        watchdog_lease: Any,
-        renew_interval: Any,
-        max_lease: Any,
-        timeout: Any,
-        recheck_interval: Any,
-        prefix: Any,
-        on_lost: Any,
         socket_timeout: float | None,
-        replicas: Any = 0,
-        replica_timeout: Any = 1.0,
         sentinel: bool = False,
         **extra: Any,
     ) -> Self:
-        """Validate every argument (raises :class:`LockConfigError`) and build the core;
-        ``extra`` holds a subclass's own (already validated) fields. ``sentinel``: the
-        client follows a Sentinel master, whose run_id is then tracked even without
-        ``replicas``."""
+        """Validate ``name`` (raises :class:`LockConfigError`) and build the core over the
+        validated ``options``; ``extra`` holds a subclass's own (validated) fields.
+
+        ``socket_timeout``: the client's, in seconds (a blocking pop must return before it
+        fires). ``sentinel``: the client follows a Sentinel master, whose run_id is then
+        tracked even without ``replicas``."""
         name = validate.check_name(name)
-        prefix = validate.check_prefix(prefix)
-        if on_lost is not None and not callable(on_lost):
-            raise LockConfigError(f"on_lost must be callable, got {on_lost!r}")
-        timing = (ttl, watchdog_lease, renew_interval, max_lease, timeout, recheck_interval)
-        try:
-            s = _settings(*timing, socket_timeout)
-        except TypeError:  # an unhashable argument: validate it uncached (and reject it)
-            s = _settings.__wrapped__(*timing, socket_timeout)
-        k = validate.check_replicas(replicas)
-        wait = validate.check_duration("replica_timeout", replica_timeout)
-        lease = s[1]
-        if k and wait > lease / 2.0:
-            raise LockConfigError(
-                f"replica_timeout ({wait} s) must be at most half the lease ({lease} s), or "
-                "one slow acknowledgement would use up the time left to renew"
-            )
+        max_block = None
+        if socket_timeout is not None and socket_timeout > 0:
+            max_block = max(0.001, socket_timeout * 0.8)
+        replicas = options.replicas if isinstance(options, LockOptions) else 0
+        wait = (
+            options.replica_timeout if isinstance(options, LockOptions) else DEFAULT_REPLICA_TIMEOUT
+        )
+        lease, recheck = options.lease, options.recheck_interval
         return cls(
             name,
-            LockKeys.for_name(name, prefix),
-            *s,
-            on_lost=on_lost,
-            replicas=k,
+            LockKeys.for_name(name, options.prefix),
+            options.ttl,
+            lease,
+            options.renew_interval,  # type: ignore[arg-type]  # resolved by the options
+            options.max_lease,
+            options.timeout,
+            recheck,
+            max_block,
+            validate.to_ms(lease),
+            validate.to_ms(recheck + 1.0),
+            validate.to_ms(max(1.0, 2 * recheck)),
+            on_lost=options.on_lost,
+            replicas=replicas,
             replica_timeout_ms=validate.to_ms(wait),
-            track_master=bool(k) or sentinel,
+            track_master=bool(replicas) or sentinel,
             **extra,
         )
 

@@ -47,6 +47,7 @@ from redis.exceptions import ResponseError
 from redislock._core import validate
 from redislock._core.lock import Holding, LockCore, LockStatistics, holder_meta, new_token
 from redislock._core.ops import Call, Eval, FanOut, Flow, NodeLateError, Sleep, as_int, as_str
+from redislock._core.options import DEFAULT_DRIFT_FACTOR, DEFAULT_RETRY_DELAY, QuorumOptions
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
@@ -70,13 +71,6 @@ __all__ = [
     "wire",
 ]
 
-DEFAULT_DRIFT_FACTOR = 0.01
-"""Clock drift allowance as a fraction of the TTL (the distlock page's 1 %), plus 2 ms."""
-
-DEFAULT_RETRY_DELAY = 0.2
-"""Longest random pause between two tries of a blocking acquire, in seconds."""
-
-_DRIFT_FLOOR = 0.002  # seconds, added to drift_factor * ttl
 
 IDENTIFY = Call(("INFO", "server"))
 """The command that reads a master's run_id (the quorum clients remember the answers)."""
@@ -118,49 +112,24 @@ class RedlockCore(LockCore):
     """What is remembered of each master's client (shared by every lock over it)."""
 
     @classmethod
-    def build(
-        cls,
-        labels: tuple[str, ...],
-        name: Any,
-        *,
-        node_timeout: Any,
-        drift_factor: Any,
-        retry_delay: Any,
-        fencing: Any,
-        **options: Any,
-    ) -> Self:
-        """Validate everything (raises :class:`LockConfigError`) and build the core."""
-        if not isinstance(fencing, bool):
-            raise LockConfigError(f"fencing must be a bool, got {fencing!r}")
-        if isinstance(drift_factor, bool) or not isinstance(drift_factor, int | float):
-            raise LockConfigError(f"drift_factor must be a number, got {drift_factor!r}")
-        if not 0.0 <= drift_factor < 0.5:
-            raise LockConfigError(f"drift_factor must be in [0, 0.5), got {drift_factor!r}")
-        delay = validate.check_duration("retry_delay", retry_delay)
-        core = cls.create(name, socket_timeout=None, **options)
-        lease = core.lease
-        if node_timeout is None:
-            timeout = min(1.0, lease / 10.0)
-        else:
-            timeout = validate.check_duration("node_timeout", node_timeout)
-            if timeout > lease / 3.0:
-                raise LockConfigError(
-                    f"node_timeout ({timeout} s) must be at most a third of the lease "
-                    f"({lease} s): a slow master must not eat the validity time"
-                )
-        drift = lease * float(drift_factor) + _DRIFT_FLOOR
-        if lease - drift - timeout <= 0:
-            raise LockConfigError(
-                f"the lease ({lease} s) leaves no validity after the drift allowance "
-                f"({drift:.4f} s) and node_timeout ({timeout} s)"
-            )
+    def build(cls, labels: tuple[str, ...], name: Any, **options: Any) -> Self:
+        """Validate ``name`` and the option keywords (as :class:`QuorumOptions`; raises
+        :class:`LockConfigError`) and build the core over masters ``labels``."""
+        return cls.from_quorum(labels, name, QuorumOptions(**options))
+
+    @classmethod
+    def from_quorum(cls, labels: tuple[str, ...], name: Any, options: QuorumOptions) -> Self:
+        """Validate ``name`` and build the core over masters ``labels`` with the validated
+        ``options``."""
+        core = cls.from_options(name, options, socket_timeout=None)
         core.labels = labels
         core.memories = tuple(MasterMemory() for _ in labels)
         core.quorum = len(labels) // 2 + 1
-        core.node_timeout = timeout
-        core.drift = drift
-        core.retry_delay = delay
-        core.fencing = fencing
+        assert options.node_timeout is not None  # resolved by the options
+        core.node_timeout = options.node_timeout
+        core.drift = options.drift
+        core.retry_delay = options.retry_delay
+        core.fencing = options.fencing
         return core
 
     @property

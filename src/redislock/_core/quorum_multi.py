@@ -20,11 +20,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from redislock._core import validate
 from redislock._core.keys import LockKeys
 from redislock._core.lock import Holding, LockStatistics
 from redislock._core.multi import Busy, MultiCore, MultiHolding, check_names, label
 from redislock._core.ops import Call, Eval, FanOut, Flow, as_int, as_str
+from redislock._core.options import QuorumOptions
 from redislock._core.quorum import RedlockCore, outcome_of
 
 __all__ = ["MultiRedlockCore", "parallel"]
@@ -78,14 +78,15 @@ class MultiRedlockCore(RedlockCore):
     """The one-master algorithm (its flows are run on every master)."""
 
     @classmethod
-    def build(cls, labels: tuple[str, ...], name: Any, **options: Any) -> MultiRedlockCore:
-        """Validate ``name`` (here an iterable of names) and every option (raises
-        :class:`LockConfigError`), build."""
+    def from_quorum(
+        cls, labels: tuple[str, ...], name: Any, options: QuorumOptions
+    ) -> MultiRedlockCore:
+        """Validate ``name`` (here an iterable of names; raises :class:`LockConfigError`)
+        and build the core over masters ``labels`` with the validated ``options``."""
         checked = check_names(name)
-        core = super(MultiRedlockCore, cls).build(labels, checked[0], **options)
+        core = super(MultiRedlockCore, cls).from_quorum(labels, checked[0], options)
         assert isinstance(core, MultiRedlockCore)
-        prefix = validate.check_prefix(options.get("prefix", "redislock:"))
-        core.multi = MultiCore.from_base(core, checked, prefix, cluster=False)
+        core.multi = MultiCore.from_base(core, checked, options.prefix, cluster=False)
         core.name = label(checked)
         return core
 

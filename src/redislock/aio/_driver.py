@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""The only code that sends commands with an asyncio client: it performs a flow's operations."""
+"""The single-client driver: the only code that sends commands to one Redis (or one Cluster
+client). It performs a flow's operations; a Redlock's :class:`FanOut` goes to the fan-out
+driver its client is (:mod:`redislock.aio._fanout`)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -22,13 +23,16 @@ from redislock._core.ops import (
     queue_replicated,
     script_error,
 )
+from redislock.aio import _flavour
 
-__all__ = ["run", "run_batch", "run_many"]
+__all__ = ["execute", "run", "run_batch", "run_many"]
 
 T = TypeVar("T")
 
 
-async def _execute(client: Any, op: Op) -> Any:
+async def execute(client: Any, op: Op) -> Any:
+    """Perform one operation with ``client`` and return its reply (typed script errors are
+    raised as :mod:`redislock.errors`; redis-py's own errors propagate)."""
     if isinstance(op, Eval):
         n = len(op.keys)
         try:
@@ -49,7 +53,7 @@ async def _execute(client: Any, op: Op) -> Any:
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
         return await client.fan_out(op)
     if isinstance(op, Sleep):
-        await asyncio.sleep(op.seconds)
+        await _flavour.sleep(op.seconds)
         return None
     return await client.execute_command(*op.args)
 
@@ -75,7 +79,7 @@ async def run(client: Any, flow: Flow[T]) -> T:
         op = next(flow)
         while True:
             try:
-                reply = await _execute(client, op)
+                reply = await execute(client, op)
             except Exception as exc:
                 op = flow.throw(exc)
             else:
@@ -100,7 +104,7 @@ async def run_batch(client: Any, batch: Batch[Any]) -> None:
         ops = batch.ops()
         if len(ops) == 1:
             try:
-                replies: list[object] = [await _execute(client, ops[0])]
+                replies: list[object] = [await execute(client, ops[0])]
             except Exception as exc:
                 replies = [exc]
             batch.feed(replies)
@@ -114,7 +118,7 @@ async def run_batch(client: Any, batch: Batch[Any]) -> None:
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):
             if isinstance(reply, NoScriptError):  # EVAL it alone; that loads the script
                 try:
-                    replies[k] = await _execute(client, op)
+                    replies[k] = await execute(client, op)
                 except Exception as exc:
                     replies[k] = exc
         batch.feed(replies)

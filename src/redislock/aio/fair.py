@@ -3,31 +3,59 @@
 
 from __future__ import annotations
 
-from typing import final
+from typing import Any, Unpack, final
 
-from redislock._fairbase import FairMixin
+from redislock._core.fair import FairCore
+from redislock._core.lock import LockCore
+from redislock._core.options import FairKwargs, FairOptions
+from redislock._handle import Holder
 from redislock.aio.lock import AsyncLock
 
 __all__ = ["AsyncFairLock"]
 
 
 @final
-class AsyncFairLock(FairMixin, AsyncLock):
-    """The asyncio flavour of :class:`~redislock.FairLock`: grants in strict arrival
-    order with direct hand-off; the API of :class:`AsyncLock` (cancel-safe: a cancelled
-    waiter leaves the queue, and a lock granted to it meanwhile is released to the next).
+class AsyncFairLock(AsyncLock):
+    """A mutex that grants the lock in strict arrival order: the API of :class:`AsyncLock`.
+
+    Each waiter joins a queue in Redis and keeps a short *waiter lease* (``waiter_lease``
+    seconds, renewed by its own retries every third of it); a release hands the lock
+    directly to the first live waiter and wakes exactly that waiter, which then holds the
+    lock without another round trip. A waiter that died is dropped once its waiter lease
+    runs out (about one second by default), a waiter that times out leaves the queue, and
+    the queue holds at most ``queue_max`` waiters. Algorithm: Redisson's
+    ``RedissonFairLock`` (a queue of waiters with timeouts), with renewed waiter leases
+    and a hand-off in the release script (``scripts/fair.lua``).
+
+    A non-blocking try (``blocking=False`` or ``timeout=0``) never jumps the queue: it
+    fails while anybody is queued. A waiter that dies less than one waiter lease before its
+    turn may still be granted the lock, which then stays held until its lease ends, as if
+    a holder had died.
+
+    Cancellation (asyncio): a cancelled waiter leaves the queue, and a lock granted to it
+    meanwhile is released to the next.
 
     Args:
-        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
-        name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix, waiter_lease, queue_max: as for
-            :class:`~redislock.FairLock` (seconds).
-        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
+        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix: as for :class:`AsyncLock` (seconds).
+        replicas, replica_timeout: as for :class:`AsyncLock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
+        waiter_lease: seconds a queued waiter stays in the queue without renewing
+            (default 1.0, at least 0.05).
+        queue_max: most waiters the queue holds (default 10 000); one more raises
+            :class:`~redislock.QueueFullError`.
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).
     """
 
     __slots__ = ()
+    _options = FairOptions
+
+    def __init__(self, client: Any, name: str, **options: Unpack[FairKwargs]) -> None:
+        Holder.__init__(self, client, name, **options)
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        base = Holder._make_core(self, client, name, options)
+        return FairCore.from_base(base, options.waiter_lease, options.queue_max)

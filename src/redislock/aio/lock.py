@@ -1,63 +1,108 @@
 # SPDX-License-Identifier: MIT
-"""``AsyncLock``: the asyncio flavour of :class:`redislock.Lock`, safe under cancellation."""
+"""``AsyncLock``: a mutex with a lease, a fencing token and loss detection."""
 
 from __future__ import annotations
 
-import logging
 import time
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, Unpack
 
-import redis.asyncio
-import redis.asyncio.cluster
-
-from redislock._base import LockBase
 from redislock._core import validate
-from redislock.aio import _safe
+from redislock._core.options import LockKwargs
+from redislock._handle import Holder
+from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.errors import AcquireTimeoutError
 
 __all__ = ["AsyncLock"]
 
-log = logging.getLogger(__name__)
 
+class AsyncLock(Holder):
+    """A distributed mutex on one Redis (or one Redis Cluster slot).
 
-class AsyncLock(LockBase):
-    """A distributed mutex for asyncio; the same API as :class:`Lock`, with ``await``.
+    Pick it to run a job once, serialize work on a key, or elect a leader. Algorithm: the
+    Redis docs' distributed-locks page for a single instance (``SET NX PX`` with a random
+    token, compare-and-delete release), plus a fencing token (Kleppmann 2016) and a
+    watchdog lease (Redisson's design). The owner is the lock object (one token per
+    acquisition), never a thread-local, so no other object can release its hold.
 
-    The owner is the lock object (one token per acquisition), never a thread-local, so tasks
-    cannot release each other's holds by accident. Cancellation is safe: a cancelled
-    ``acquire()`` deletes a key it may have just set, and a cancelled ``release()`` finishes
-    in the background, so the object never believes it released while the key remains.
-    Algorithm: as :class:`Lock` (Redis docs' distributed-locks page, Kleppmann 2016
-    fencing, Redisson-style watchdog); the watchdog is one task per event loop.
+    Cancellation (asyncio): a cancelled ``acquire()`` deletes a key it may have just set,
+    and a cancelled ``release()`` finishes in the background, so the object never believes
+    it released while the key remains.
 
     Example::
 
-        lock = AsyncLock(redis.asyncio.Redis(), "order:42")
-        async with lock:
-            await db.write(order, fence=lock.fencing_token)
+        lock = AsyncLock(redis.asyncio.Redis(), "nightly-report")
+        async with lock:  # waits; raises AcquireTimeoutError on timeout
+            await write(data, fence=lock.fencing_token)
 
     Args:
-        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
-        name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`Lock` (seconds). ``on_lost(lock)`` runs in
-            the watchdog task; if it returns an awaitable, that is run as a task.
-        replicas, replica_timeout: as for :class:`Lock`: how many replicas must
-            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
-            seconds (default 1.0).
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``;
+            ``decode_responses`` either way. Give it a ``socket_timeout`` so a dead network
+            cannot hang renewal.
+        name: lock name: non-empty str, at most 1024 UTF-8 bytes, no control characters,
+            not starting with ``}``.
+        ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.
+            ``None`` (default) means a watchdog lease of ``watchdog_lease`` seconds renewed
+            every ``renew_interval`` seconds while held.
+        on_lost: called as ``on_lost(lock)`` from the watchdog task when it finds the lease
+            gone or cannot renew it before it runs out. Keep it short.
+            (asyncio) If it returns an awaitable, that is run as a task.
+        timeout: default wait limit in seconds for ``async with`` and ``acquire()``; None:
+            no limit.
+        watchdog_lease: watchdog lease length in seconds (default 30).
+        renew_interval: seconds between renewals; default a third of the lease, at most half.
+        max_lease: cap in seconds on the total hold under the watchdog (a hung holder stops
+            being renewed after it); None: no cap.
+        recheck_interval: longest a waiter sleeps between tries, in seconds, should a
+            wake-up be lost (default 0.5). Waiters are woken by the release itself.
+        prefix: key prefix (default ``"redislock:"``); no braces.
+        replicas: how many replicas must acknowledge every lock write (acquire, extend,
+            renewal): an int >= 0, default 0 (no WAIT). After each write, ``WAIT replicas
+            replica_timeout`` runs on the connection that wrote. Fewer acknowledgements:
+            acquire deletes the key it just set and raises :class:`ReplicationError`;
+            extend raises it (the lease estimate is not lengthened); the watchdog retries
+            and reports the loss when the lease estimate runs out. WAIT narrows the window
+            in which a failover loses the lock, it does not make replication synchronous
+            (README, "Replicas and failover"). Not with a ``RedisCluster`` client.
+        replica_timeout: seconds WAIT may take (default 1.0; at most half the lease when
+            ``replicas`` > 0).
+
+    With ``replicas`` > 0, or a client from ``Sentinel.master_for()``, each hold keeps the
+    master's run_id (``INFO server`` on the connection that wrote). When a later extend,
+    renewal or release meets another run_id (a failover, a restart), its owner-checked
+    script has just looked for the hold on the new master: found, it is kept and counted
+    in ``statistics().reverified``; missing, it is lost with a reason naming both run_ids
+    (``on_lost``, then :class:`LockLostError`).
 
     Raises:
-        LockConfigError: any invalid argument (before any I/O).
+        LockConfigError: any invalid argument (before any I/O), also ``replicas`` > 0
+            with a ``RedisCluster`` client.
     """
 
-    _client_types = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-    _client_hint = "a redis.asyncio.Redis or redis.asyncio.RedisCluster (for sync use Lock)"
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
 
     __slots__ = ()
 
+    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+        Holder.__init__(self, client, name, **options)
+
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        """Take the lock, waiting up to ``timeout`` seconds. See :meth:`Lock.acquire`.
+        """Take the lock, waiting up to ``timeout`` seconds.
+
+        One round trip per try: a script sets the key with a fresh token and PX TTL only if
+        absent, and issues the next fencing token. A waiter is woken by the release (BLPOP on
+        a wake-up list), re-checking at least every ``recheck_interval`` seconds.
+
+        Args:
+            blocking: False for a single try.
+            timeout: wait limit in seconds; None uses the lock's ``timeout`` (default: no
+                limit); 0 means one try.
+
+        Returns:
+            True if acquired, False if the wait ended without the lock.
 
         Raises:
             LockConfigError: bad arguments (before any I/O).
@@ -70,23 +115,32 @@ class AsyncLock(LockBase):
         """
         core = self._core
         wait = core.check_acquire_args(blocking, timeout)
-        return await _safe.acquire(self, core, core.acquire_flow(wait, blocking))
+        return await _steps.acquire(self, core, core.acquire_flow(wait, blocking))
 
     async def release(self) -> None:
-        """Release the lock if this object still holds it. See :meth:`Lock.release`.
+        """Release the lock if this object still holds it (compare-and-delete, one round trip).
 
-        If cancelled, the release still completes in the background and updates the object.
+        Wakes one waiter. Stops the watchdog for this hold.
+        (asyncio) If cancelled, the release still completes in the background and updates
+            the object.
 
         Raises:
-            NotOwnedError: this object does not hold the lock.
-            LockLostError: the lease was lost before release; no other holder is touched.
-            redis.exceptions.RedisError: Redis failed; the object still holds the lock.
+            NotOwnedError: this object does not hold the lock (never acquired, released).
+            LockLostError: the lease was lost before release (expired, taken, unrenewable);
+                the key of another holder is never touched.
+            redis.exceptions.RedisError: Redis failed; the object still holds the lock and
+                release may be retried.
         """
         core = self._core
-        await _safe.release(self, core, core.require_holding(allow_lost=True))
+        await _steps.release(self, core, core.require_holding(allow_lost=True))
 
     async def extend(self, seconds: float, *, replace: bool = False) -> float:
-        """Lengthen the lease of the current hold. See :meth:`Lock.extend`.
+        """Lengthen the lease of the current hold (owner-checked, one round trip).
+
+        Args:
+            seconds: seconds to add to the remaining TTL, or with ``replace=True`` the new
+                TTL in seconds.
+            replace: set the TTL to ``seconds`` instead of adding.
 
         Returns:
             The new TTL in seconds.
@@ -113,7 +167,7 @@ class AsyncLock(LockBase):
         return await run(self._client, self._core.locked_flow())
 
     async def owned(self) -> bool:
-        """Whether this object's token holds the lock in Redis now.
+        """Whether this object's token holds the lock in Redis now (one round trip if held).
 
         Raises:
             redis.exceptions.RedisError: Redis failed.
@@ -129,7 +183,10 @@ class AsyncLock(LockBase):
         return await run(self._client, self._core.remaining_flow())
 
     async def adopt(self, token: str) -> None:
-        """Take over a hold by its owner token. See :meth:`Lock.adopt`.
+        """Take over a hold by its owner token (from :meth:`detach` in another process).
+
+        The fencing token and lease come from Redis; a watchdog lock resumes renewal here,
+        and its ``max_lease`` counts from the adoption.
 
         Raises:
             LockConfigError: ``token`` is not 32-256 lowercase hex characters.
@@ -137,7 +194,7 @@ class AsyncLock(LockBase):
             NotOwnedError: no current hold has that token.
             redis.exceptions.RedisError: Redis failed.
         """
-        await _safe.adopt(self, self._core, token)
+        await _steps.adopt(self, self._core, token)
 
     async def __aenter__(self) -> Self:
         start = time.monotonic()

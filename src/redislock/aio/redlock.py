@@ -1,170 +1,119 @@
 # SPDX-License-Identifier: MIT
-"""``AsyncRedlock``: the asyncio flavour of :class:`redislock.Redlock`."""
+"""``AsyncRedlock``: the :class:`AsyncLock` API over N independent masters."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, Unpack
 
-import redis.asyncio
-from redis.exceptions import NoScriptError, ResponseError
-
-from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import Packer, memory_of, settle
-from redislock._quorumbase import QuorumMixin
-from redislock.aio._driver import _execute
+from redislock._core.lock import LockCore
+from redislock._core.options import QuorumKwargs, QuorumOptions
+from redislock._core.quorum import RedlockCore, check_masters
+from redislock._handle import Holder
+from redislock.aio import _flavour
+from redislock.aio._fanout import AsyncMasters
 from redislock.aio.lock import AsyncLock
+from redislock.errors import LockUsageError
 
-__all__ = ["AsyncMasters", "AsyncRedlock"]
-
-
-def _cancel_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
-    """Raise the cancellation of ``task`` that an await returned over.
-
-    On Python 3.11, redis-py sends through ``asyncio.wait_for`` when the client has a
-    socket_timeout, and that ``wait_for`` drops a cancellation arriving as the write
-    completes (CPython gh-86296, fixed in 3.12): the cancelled acquire would go on trying,
-    and could take the lock for a caller that is gone. ``cancels`` is the task's
-    ``cancelling()`` count before the fan-out.
-    """
-    if task is not None and task.cancelling() > cancels:
-        raise asyncio.CancelledError
+__all__ = ["AsyncRedlock"]
 
 
-async def _job(before: asyncio.Future[Any] | None, client: Any, op: Eval | Call) -> Any:
-    if before is not None and not before.done():
-        await asyncio.wait([before])  # this master's previous command goes first
-    return await _execute(client, op)
+class AsyncRedlock(AsyncLock):
+    """A distributed mutex over N independent Redis masters (N >= 3, odd).
 
+    The same API as :class:`AsyncLock`; held only while a majority of masters holds it.
+    Algorithm: the Redis docs' distributed-locks page ("The Redlock Algorithm"): all
+    masters at once, a per-master timeout much shorter than the TTL, a majority within the
+    validity ``ttl - elapsed - drift``, release on every master after a failed try, random
+    retry delay, extensions counted on a majority. Fencing tokens by the quorum rule of
+    :mod:`redislock._core.quorum` (not in the original algorithm; see "Redlock" in the
+    README for what it does and does not give).
 
-class AsyncMasters:
-    """The masters of one AsyncRedlock, contacted all at once.
+    Redlock assumes bounded network delay, process pauses and clock drift (Kleppmann
+    2016): a holder paused past its validity, or a master whose clock jumps, can give two
+    holders. Pass ``fencing_token`` to the protected resource; restart crashed masters only
+    after the longest TTL, or run them with ``appendfsync always``.
 
-    A master that answered its last command in time takes the fast path: the command is
-    written to a pooled, connected connection, and the replies of all such masters are read
-    as they come, up to a shared deadline (no task per master). A master that is new, or
-    that failed or answered late, is suspect: its command runs as a task of its own,
-    because connecting to a stalled server can take its whole socket timeout (and redis-py's
-    connection retries). A suspect master's commands run in order, each after the one
-    before, so a release never overtakes the acquire it undoes; a late one finishes in the
-    background. It takes the fast path again once it answers in time.
-    """
+    Cancellation (asyncio): a cancelled acquire releases on every master.
 
-    __slots__ = ("_last", "clients", "memories")
+    Example::
 
-    def __init__(self, clients: Sequence[Any]) -> None:
-        self.clients = tuple(clients)
-        self.memories = tuple(memory_of(c) for c in self.clients)
-        self._last: list[asyncio.Future[Any] | None] = [None] * len(self.clients)
-
-    async def fan_out(self, op: FanOut) -> list[object]:
-        """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
-        seconds in all. Returns per master its reply, its exception, or
-        :class:`NodeLateError` (its connection is then closed: the reply is not awaited).
-        """
-        deadline = asyncio.get_running_loop().time() + op.timeout
-        task = asyncio.current_task()
-        cancels = 0 if task is None else task.cancelling()
-        replies: list[object] = [None] * len(op.ops)
-        jobs: list[tuple[int, Any]] = []
-        for i, sub in enumerate(op.ops):
-            if sub is not None and self.memories[i].suspect:
-                job = asyncio.ensure_future(_job(self._last[i], self.clients[i], sub))
-                self._last[i] = job
-                jobs.append((i, job))
-        slow = {i for i, _ in jobs}
-        sent: list[tuple[int, Any, Eval | Call, str | int]] = []
-        packer = Packer()
-        try:
-            for i, sub in enumerate(op.ops):
-                if sub is None or i in slow:
-                    continue
-                pool = self.clients[i].connection_pool
-                try:
-                    conn = await pool.get_connection()
-                except Exception as exc:  # refused, unreachable: this master failed
-                    replies[i] = exc
-                    self.memories[i].suspect = True
-                    continue
-                packed, command = packer(conn, sub)
-                sent.append((i, conn, sub, command))  # from here on, a cancellation closes it
-                try:
-                    await conn.send_packed_command(packed)
-                except Exception as exc:
-                    sent.pop()
-                    await conn.disconnect(nowait=True)
-                    await pool.release(conn)
-                    replies[i] = exc
-                    self.memories[i].suspect = True
-                    continue
-                _cancel_swallowed(task, cancels)
-            while sent:
-                i, conn, sub, command = sent[0]
-                replies[i] = reply = await self._receive(
-                    self.clients[i], conn, sub, command, deadline
-                )
-                sent.pop(0)
-                if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
-                    self.memories[i].suspect = True
-                _cancel_swallowed(task, cancels)
-        finally:
-            for i, conn, _, _ in sent:  # cancelled or failed half-way: do not reuse them
-                await conn.disconnect(nowait=True)
-                await self.clients[i].connection_pool.release(conn)
-        if jobs:
-            left = deadline - asyncio.get_running_loop().time()
-            if left > 0:
-                await asyncio.wait([job for _, job in jobs], timeout=left)
-            settle(jobs, replies, self.memories)
-        return replies
-
-    @staticmethod
-    async def _receive(
-        client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
-    ) -> object:
-        try:
-            async with asyncio.timeout_at(deadline):
-                try:
-                    reply = await client.parse_response(conn, command)
-                except NoScriptError:
-                    # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
-                    assert isinstance(op, Eval)
-                    n = len(op.keys)
-                    await conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
-                    reply = await client.parse_response(conn, "EVAL")
-        except ResponseError as exc:  # the connection is fine; the command failed
-            reply = script_error(exc) or exc
-        except TimeoutError:
-            await conn.disconnect(nowait=True)
-            reply = NodeLateError("no answer in time")
-        except Exception as exc:
-            await conn.disconnect(nowait=True)
-            reply = exc
-        await client.connection_pool.release(conn)
-        return reply
-
-
-class AsyncRedlock(QuorumMixin[redis.asyncio.Redis], AsyncLock):
-    """A distributed mutex over N independent Redis masters, for asyncio.
-
-    The same API as :class:`AsyncLock` and the same algorithm, options and limits as
-    :class:`Redlock` (Redis docs' distributed-locks page; quorum fencing of
-    :mod:`redislock._core.quorum`). Masters are contacted as concurrent tasks. Cancellation
-    is safe: a cancelled acquire releases on every master.
+        masters = [redis.asyncio.Redis(port=p, socket_timeout=0.5) for p in (7001, 7002, 7003)]
+        async with AsyncRedlock(masters, "nightly-report", ttl=10):
+            ...
 
     Args:
-        masters: 3 or more ``redis.asyncio.Redis`` clients, one per independent master.
-        name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        node_timeout, drift_factor, retry_delay, fencing, prefix: as for :class:`Redlock`
-            (seconds).
+        masters: 3 or more ``redis.asyncio.Redis`` clients, one per independent master
+            (not replicas of each other); give each a ``socket_timeout`` and
+            ``retry=Retry(NoBackoff(), 0)`` (redis-py's default retries back off for
+            seconds when a master's connection dies).
+        name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease, prefix: as
+            for :class:`AsyncLock` (seconds).
+        node_timeout: seconds to wait for the masters in one round; default a tenth of the
+            lease, at most 1 s; at most a third of the lease.
+        drift_factor: clock drift allowance as a fraction of the lease (default 0.01); 2 ms
+            are added. The local lease estimate ends at ``start + lease - drift``.
+        retry_delay: longest random pause between two tries of a blocking acquire, in
+            seconds (default 0.2).
+        fencing: issue quorum fencing tokens (default True). False skips the extra round
+            that balances counters after a master missed grants, and ``fencing_token`` is
+            None.
 
     Raises:
-        LockConfigError: bad arguments (before any I/O); on the first acquire, two masters
-            that are one server (same run_id).
+        LockConfigError: bad arguments: fewer than 3 masters, a master given twice, a
+            client of the wrong type, bad durations (before any I/O). On the first acquire,
+            two masters that are one server (same run_id) also raise it.
     """
 
     __slots__ = ()
-    _masters_type = AsyncMasters
-    _master_types = (redis.asyncio.Redis,)
-    _master_hint = "a redis.asyncio.Redis (for sync use Redlock)"
+    _core: RedlockCore
+    _options = QuorumOptions
+    _quorum_core: ClassVar[type[RedlockCore]] = RedlockCore
+
+    def __init__(
+        self, masters: Sequence[_flavour.Master], name: Any, **options: Unpack[QuorumKwargs]
+    ) -> None:
+        Holder.__init__(self, masters, name, **options)
+
+    def _connect(self, client: Any) -> Any:
+        self._labels(client)
+        return AsyncMasters(client)
+
+    def _labels(self, masters: Any) -> tuple[str, ...]:
+        """One label per master (raises :class:`LockConfigError` for bad masters)."""
+        hint = f"{self._clients_text.split(' or ')[0]} ({self._counterpart()}; no cluster)"
+        return check_masters(masters, self._clients[:1], hint)
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        core = self._quorum_core.from_quorum(self._labels(client), name, options)
+        core.memories = self._client.memories
+        return core
+
+    @property
+    def masters(self) -> tuple[str, ...]:
+        """One label per master (``host:port`` or socket path), in the order given."""
+        return self._core.labels
+
+    @property
+    def quorum(self) -> int:
+        """How many masters must agree: ``N // 2 + 1``."""
+        return self._core.quorum
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The quorum fencing token of the current hold, or None (not held, or
+        ``fencing=False``). Greater than the token of every hold that was acquired before
+        this acquire started, while no master loses its counter."""
+        h = self._core.current()
+        return None if h is None or not self._core.fencing else h.fence
+
+    def detach(self) -> str:
+        """Not supported for Redlock.
+
+        Raises:
+            LockUsageError: always (a quorum hold's fencing token cannot be read back).
+        """
+        raise LockUsageError(
+            "Redlock holds cannot be detached: the fencing token of a quorum hold cannot be "
+            "read back from the masters by adopt()"
+        )

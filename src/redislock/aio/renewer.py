@@ -25,7 +25,7 @@ from redislock._core.schedule import COALESCE, Schedule, batches
 from redislock.aio._driver import run_batch
 
 if TYPE_CHECKING:
-    from redislock._base import Renewable
+    from redislock._handle import Renewable
 
 __all__ = ["AsyncRenewer", "renewer"]
 

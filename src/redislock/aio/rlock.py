@@ -1,83 +1,52 @@
 # SPDX-License-Identifier: MIT
-"""``AsyncRLock`` and ``AsyncReadWriteLock``: reentrant holds, one per asyncio task, in one
-hash key; the asyncio flavour of :mod:`redislock.sync.rlock`, safe under cancellation."""
+"""``AsyncRLock`` and ``AsyncReadWriteLock``: reentrant holds, one per task, in one hash
+key."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self, final
+from typing import Any, Self, Unpack, final
 
-import redis.asyncio
-import redis.asyncio.cluster
-
-from redislock._base import DEFAULT_REPLICA_TIMEOUT, LockBase, ReadWriteBase, Unit
 from redislock._core import validate
 from redislock._core.hold import HoldCore
-from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
-from redislock.aio import _safe
+from redislock._core.lock import LockCore
+from redislock._core.options import LockKwargs
+from redislock._handle import Holder, Unit
+from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.errors import (
     AcquireTimeoutError,
     LockLostError,
     LockUpgradeError,
-    LockUsageError,
     NotOwnedError,
 )
 
 __all__ = ["AsyncRLock", "AsyncReadLock", "AsyncReadWriteLock", "AsyncWriteLock"]
 
 
-class _Reentrant(LockBase):
-    """Holds of one mode (``w`` or ``r``), one per asyncio task, each reentrant."""
+class _Reentrant(Holder):
+    """Holds of one mode (``w`` or ``r``), one per task, each reentrant."""
 
-    _client_types = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-    _client_hint = "a redis.asyncio.Redis or redis.asyncio.RedisCluster (for sync use RLock)"
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
+    _mode = "w"
 
     __slots__ = ("_units",)
 
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-        replicas: int = 0,
-        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
-        _mode: str = "w",
-    ) -> None:
-        super().__init__(
-            client,
-            name,
-            ttl=ttl,
-            on_lost=on_lost,
-            timeout=timeout,
-            watchdog_lease=watchdog_lease,
-            renew_interval=renew_interval,
-            max_lease=max_lease,
-            recheck_interval=recheck_interval,
-            prefix=prefix,
-            replicas=replicas,
-            replica_timeout=replica_timeout,
-        )
-        self._core = HoldCore.for_mode(self._core, _mode)
-        self._units: dict[asyncio.Task[Any], Unit] = {}
+    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+        Holder.__init__(self, client, name, **options)
+        self._units: dict[_flavour.Owner, Unit] = {}
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        return HoldCore.for_mode(Holder._make_core(self, client, name, options), self._mode)
 
     # ------------------------------------------------------------------ owners
 
     def _unit(self) -> Unit:
         """The calling task's unit, created on first use."""
-        key = _task()
+        key = _flavour.owner()
         unit = self._units.get(key)
         if unit is None:
             assert isinstance(self._core, HoldCore)
@@ -85,12 +54,12 @@ class _Reentrant(LockBase):
         return unit
 
     def _mine(self) -> LockCore:
-        task = _current_task()
-        unit = None if task is None else self._units.get(task)
+        key = _flavour.current_owner()
+        unit = None if key is None else self._units.get(key)
         return self._core if unit is None else unit._core
 
     def _forget(self) -> None:
-        key = _current_task()
+        key = _flavour.current_owner()
         unit = None if key is None else self._units.get(key)
         if key is not None and unit is not None and unit._core.holding is None:
             del self._units[key]
@@ -120,7 +89,7 @@ class _Reentrant(LockBase):
 
         Raises:
             LockConfigError: bad arguments (before any I/O).
-            LockUsageError: not called from an asyncio task.
+            LockUsageError: (asyncio) not called from inside a task.
             LockUpgradeError: a read hold of this task asked for the write lock.
             LockLostError: re-entry, but this task's hold was lost.
             UnexpectedReplyError: the key holds data not written by redislock.
@@ -139,10 +108,10 @@ class _Reentrant(LockBase):
         if h is not None:  # re-entry; a lost hold stays the task's until it releases
             if h.lost:
                 raise LockLostError(self.name, h.lost_reason)
-            return await _safe.reenter(self._client, core, h)
+            return await _steps.reenter(self._client, core, h)
         try:
             self._before_acquire()
-            return await _safe.acquire(
+            return await _steps.acquire(
                 unit, core, core.acquire_flow(wait, blocking, self._companion())
             )
         finally:
@@ -159,17 +128,17 @@ class _Reentrant(LockBase):
             redis.exceptions.RedisError: Redis failed; the hold is kept and release may be
                 retried.
         """
-        task = asyncio.current_task()
-        unit = None if task is None else self._units.get(task)
+        key = _flavour.current_owner()
+        unit = None if key is None else self._units.get(key)
         if unit is None:
             raise NotOwnedError(self.name, "the calling task holds nothing")
         core = unit._core
         h = core.require_holding(allow_lost=True)
         try:
             if h.count > 1 and not h.lost:  # a decrement: renewal goes on
-                await _safe.shielded(self._client, core.release_flow(h))
+                await _steps.shielded(self._client, core.release_flow(h))
             else:
-                await _safe.release(unit, core, h)
+                await _steps.release(unit, core, h)
         finally:
             self._forget()
 
@@ -238,7 +207,7 @@ class _Reentrant(LockBase):
         unit = self._unit()
         core = unit._core
         try:
-            await _safe.adopt(unit, core, token)
+            await _steps.adopt(unit, core, token)
         finally:
             self._forget()
 
@@ -265,20 +234,20 @@ class _Reentrant(LockBase):
 
 @final
 class AsyncRLock(_Reentrant):
-    """The asyncio flavour of :class:`~redislock.RLock`: reentrant per asyncio task (a task's
-    identity, never a thread-local: task A can never release task B's hold).
+    """A reentrant distributed mutex: the task that holds it may acquire it again.
 
-    The hold count lives in Redis, in a hash ``owner token -> hold`` (seed 002's design;
-    Redisson's ``RLock``), so the watchdog and ``redislock inspect`` see it. Each task
-    has its own hold and token. The fencing token is issued on the first acquisition and kept
-    while the hold is re-entered. ``release()`` drops one count; at zero the hold is
+    The hold count lives in Redis, in a hash ``owner token -> hold`` (as in Redisson's
+    ``RLock``), so the watchdog and ``redislock inspect`` see it. Each task has its own
+    hold and token (as ``threading.RLock`` per thread): a task can never release another
+    task's hold. The fencing token is issued on the first acquisition and kept while the
+    hold is re-entered. ``release()`` drops one count; at zero the hold is
     removed and one waiter is woken.
 
     Example::
 
         lock = AsyncRLock(redis.asyncio.Redis(), "account:7")
         async with lock:
-            async with lock:           # same task: re-entered, hold_count() == 2
+            async with lock:  # same task: re-entered, hold_count() == 2
                 ...
 
     Args:
@@ -301,6 +270,7 @@ class AsyncReadLock(_Reentrant):
     per task, each reader with its own lease. Not built directly."""
 
     __slots__ = ("_rw",)
+    _mode = "r"
     _rw: AsyncReadWriteLock
 
     def _companion(self) -> str:
@@ -325,9 +295,8 @@ class AsyncWriteLock(_Reentrant):
             )
 
 
-class AsyncReadWriteLock(ReadWriteBase[AsyncReadLock, AsyncWriteLock]):
-    """The asyncio flavour of :class:`~redislock.ReadWriteLock` (holds per asyncio task):
-    many readers or one writer, in one hash key (cluster-safe).
+class AsyncReadWriteLock:
+    """Many readers or one writer, in one hash key (cluster-safe); holds are per task.
 
     Every reader's hold has its own lease, so a crashed reader frees its share when its
     lease ends. Writers are preferred: while a writer waits, new readers wait too, so a
@@ -348,7 +317,8 @@ class AsyncReadWriteLock(ReadWriteBase[AsyncReadLock, AsyncWriteLock]):
     Args:
         client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
-        to both sides. ``on_lost`` receives the :class:`AsyncReadLock` or :class:`AsyncWriteLock`.
+        to both sides. ``on_lost`` receives the :class:`AsyncReadLock` or
+        :class:`AsyncWriteLock`.
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
@@ -357,21 +327,30 @@ class AsyncReadWriteLock(ReadWriteBase[AsyncReadLock, AsyncWriteLock]):
         LockConfigError: any invalid argument (before any I/O).
     """
 
-    __slots__ = ()
-    _sides = (AsyncReadLock, AsyncWriteLock)
+    __slots__ = ("__weakref__", "_reader", "_writer")
+
+    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+        reader = AsyncReadLock(client, name, **options)
+        writer = AsyncWriteLock(client, name, **options)
+        reader._rw = writer._rw = self
+        self._reader = reader
+        self._writer = writer
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._reader.name
+
+    def read(self) -> AsyncReadLock:
+        """The read side (the same object every call); use it as a context manager."""
+        return self._reader
+
+    def write(self) -> AsyncWriteLock:
+        """The write side (the same object every call); use it as a context manager."""
+        return self._writer
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self._reader!r} {self._writer!r}>"
 
 
-def _current_task() -> asyncio.Task[Any] | None:
-    """The running task, or None (also outside a running event loop: local, I/O-free
-    accessors such as ``repr()`` and ``hold_count()`` must work anywhere)."""
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
-
-
-def _task() -> asyncio.Task[Any]:
-    task = asyncio.current_task()
-    if task is None:
-        raise LockUsageError("reentrant asyncio locks must be used from inside a task")
-    return task
+AsyncReadWriteLock.__signature__ = AsyncReadLock.__signature__  # type: ignore[attr-defined]

@@ -1,19 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""``AsyncSemaphore``: the asyncio flavour of :mod:`redislock.sync.semaphore`."""
+"""``AsyncSemaphore``: N permits, each with its own id and lease, in one hash key."""
 
 from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Self, final
+from typing import Any, Self, Unpack, final
 
-import redis.asyncio
-import redis.asyncio.cluster
-
-from redislock._base import PermitBase, SemaphoreBase
 from redislock._core import validate
-from redislock._core.hold import check_permits
-from redislock.aio import _safe
+from redislock._core.hold import HoldCore, check_permits, permit_id
+from redislock._core.lock import LockCore
+from redislock._core.options import LockKwargs
+from redislock._handle import Handle, Holder
+from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.errors import AcquireTimeoutError
 
@@ -21,7 +20,7 @@ __all__ = ["AsyncPermit", "AsyncSemaphore"]
 
 
 @final
-class AsyncPermit(PermitBase):
+class AsyncPermit(Holder):
     """One acquired permit of an :class:`AsyncSemaphore` (returned by ``acquire()``).
 
     It has its own owner token, fencing token and lease (renewed by the watchdog when the
@@ -29,6 +28,20 @@ class AsyncPermit(PermitBase):
     """
 
     __slots__ = ()
+
+    @classmethod
+    def _of(cls, client: Any, core: HoldCore) -> Self:
+        permit = cls.__new__(cls)
+        permit._client = client
+        permit._core = core
+        return permit
+
+    @property
+    def id(self) -> str:
+        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret);
+        empty once released."""
+        h = self._core.current()
+        return "" if h is None else permit_id(h.token)
 
     async def release(self) -> None:
         """Give the permit back (owner-checked, one round trip) and wake one waiter.
@@ -39,7 +52,7 @@ class AsyncPermit(PermitBase):
             redis.exceptions.RedisError: Redis failed; the permit is kept and release may
                 be retried.
         """
-        await _safe.release(self, self._core, self._core.require_holding(allow_lost=True))
+        await _steps.release(self, self._core, self._core.require_holding(allow_lost=True))
 
     async def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen this permit's lease; returns the new TTL in seconds.
@@ -93,8 +106,8 @@ class AsyncPermit(PermitBase):
 
 
 @final
-class AsyncSemaphore(SemaphoreBase):
-    """The asyncio flavour of :class:`~redislock.Semaphore`: at most N permits at once.
+class AsyncSemaphore(Handle):
+    """A distributed counting semaphore: at most N permits held at once.
 
     Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
     comes back when its lease ends (``ttl=None``: watchdog leases, renewed while held). The
@@ -124,14 +137,34 @@ class AsyncSemaphore(SemaphoreBase):
         LockConfigError: any invalid argument (before any I/O).
     """
 
-    _client_types = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-    _client_hint = "a redis.asyncio.Redis or redis.asyncio.RedisCluster (for sync use Semaphore)"
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
 
     __slots__ = ()
+    _core: HoldCore
+
+    def __init__(self, client: Any, name: str, permits: int, **options: Unpack[LockKwargs]) -> None:
+        Handle.__init__(self, client, name, permits, **options)
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        count = check_permits(args[0])
+        assert count is not None
+        return HoldCore.for_mode(Handle._make_core(self, client, name, options), "p", count)
+
+    @property
+    def permits(self) -> int:
+        """The permit count this object was built with (Redis may hold another: see
+        :meth:`set_permits`)."""
+        return self._core.permits
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} permits={self.permits}>"
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> AsyncPermit:
-        """Take one permit, waiting up to ``timeout`` seconds (cancel-safe: a permit the
-        call may have taken is given back).
+        """Take one permit, waiting up to ``timeout`` seconds.
+
+        (asyncio) Cancel-safe: a permit the call may have taken is given back.
 
         Args:
             blocking: False for a single try.
@@ -169,7 +202,7 @@ class AsyncSemaphore(SemaphoreBase):
         wait = self._core.check_acquire_args(blocking, timeout)
         core = self._core.sibling()
         permit = AsyncPermit._of(self._client, core)
-        if not await _safe.acquire(permit, core, core.acquire_flow(wait, blocking)):
+        if not await _steps.acquire(permit, core, core.acquire_flow(wait, blocking)):
             return None
         return permit
 

@@ -1,9 +1,12 @@
+# Generated from src/redislock/aio/_driver.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
 # SPDX-License-Identifier: MIT
-"""The only code that sends commands with a sync client: it performs a flow's operations."""
+"""The single-client driver: the only code that sends commands to one Redis (or one Cluster
+client). It performs a flow's operations; a Redlock's :class:`FanOut` goes to the fan-out
+driver its client is (:mod:`redislock.sync._fanout`)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -22,13 +25,16 @@ from redislock._core.ops import (
     queue_replicated,
     script_error,
 )
+from redislock.sync import _flavour
 
-__all__ = ["run", "run_batch", "run_many"]
+__all__ = ["execute", "run", "run_batch", "run_many"]
 
 T = TypeVar("T")
 
 
-def _execute(client: Any, op: Op) -> Any:
+def execute(client: Any, op: Op) -> Any:
+    """Perform one operation with ``client`` and return its reply (typed script errors are
+    raised as :mod:`redislock.errors`; redis-py's own errors propagate)."""
     if isinstance(op, Eval):
         n = len(op.keys)
         try:
@@ -49,7 +55,7 @@ def _execute(client: Any, op: Op) -> Any:
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
         return client.fan_out(op)
     if isinstance(op, Sleep):
-        time.sleep(op.seconds)
+        _flavour.sleep(op.seconds)
         return None
     return client.execute_command(*op.args)
 
@@ -70,12 +76,12 @@ def _replicated(client: Any, op: Replicated) -> Acked:
 
 
 def run(client: Any, flow: Flow[T]) -> T:
-    """Drive ``flow`` to its end with ``client``; errors are thrown into the flow."""
+    """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow."""
     try:
         op = next(flow)
         while True:
             try:
-                reply = _execute(client, op)
+                reply = execute(client, op)
             except Exception as exc:
                 op = flow.throw(exc)
             else:
@@ -100,7 +106,7 @@ def run_batch(client: Any, batch: Batch[Any]) -> None:
         ops = batch.ops()
         if len(ops) == 1:
             try:
-                replies: list[object] = [_execute(client, ops[0])]
+                replies: list[object] = [execute(client, ops[0])]
             except Exception as exc:
                 replies = [exc]
             batch.feed(replies)
@@ -114,7 +120,7 @@ def run_batch(client: Any, batch: Batch[Any]) -> None:
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):
             if isinstance(reply, NoScriptError):  # EVAL it alone; that loads the script
                 try:
-                    replies[k] = _execute(client, op)
+                    replies[k] = execute(client, op)
                 except Exception as exc:
                     replies[k] = exc
         batch.feed(replies)

@@ -1,21 +1,23 @@
 # SPDX-License-Identifier: MIT
 """The acquire and release steps every sync lock kind shares: drive the flow, then start or
-resume the watchdog for the hold (the sync twin of :mod:`redislock.aio._safe`)."""
+resume the watchdog for the hold. Hand-written: its asyncio twin, :mod:`redislock.aio._steps`,
+adds what cancellation needs."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from redislock._core.hold import HoldCore
 from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Flow
 from redislock.sync._driver import run
 from redislock.sync.renewer import renewer
 
 if TYPE_CHECKING:
-    from redislock._base import Renewable
+    from redislock._handle import Renewable
 
-__all__ = ["acquire", "adopt", "release"]
+__all__ = ["acquire", "adopt", "reenter", "release", "shielded"]
 
 
 def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
@@ -45,3 +47,14 @@ def release(unit: Renewable, core: LockCore, h: Holding) -> None:
         if core.release_failed(h):
             renewer().schedule(unit, h, time.monotonic())
         raise
+
+
+def shielded(client: Any, flow: Flow[Any]) -> Any:
+    """Drive a flow that must not be cut in half (a re-entry or a decrement); in the sync
+    flavour nothing can cut it."""
+    return run(client, flow)
+
+
+def reenter(client: Any, core: HoldCore, h: Holding) -> bool:
+    """Count one more hold for ``h``'s owner."""
+    return run(client, core.reenter_flow(h))

@@ -1,18 +1,23 @@
+# Generated from src/redislock/aio/fair.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
 # SPDX-License-Identifier: MIT
 """``FairLock``: a mutex granted in arrival (FIFO) order, with direct hand-off."""
 
 from __future__ import annotations
 
-from typing import final
+from typing import Any, Unpack, final
 
-from redislock._fairbase import FairMixin
+from redislock._core.fair import FairCore
+from redislock._core.lock import LockCore
+from redislock._core.options import FairKwargs, FairOptions
+from redislock._handle import Holder
 from redislock.sync.lock import Lock
 
 __all__ = ["FairLock"]
 
 
 @final
-class FairLock(FairMixin, Lock):
+class FairLock(Lock):
     """A mutex that grants the lock in strict arrival order: the API of :class:`Lock`.
 
     Each waiter joins a queue in Redis and keeps a short *waiter lease* (``waiter_lease``
@@ -45,3 +50,11 @@ class FairLock(FairMixin, Lock):
     """
 
     __slots__ = ()
+    _options = FairOptions
+
+    def __init__(self, client: Any, name: str, **options: Unpack[FairKwargs]) -> None:
+        Holder.__init__(self, client, name, **options)
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        base = Holder._make_core(self, client, name, options)
+        return FairCore.from_base(base, options.waiter_lease, options.queue_max)

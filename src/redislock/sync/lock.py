@@ -1,49 +1,52 @@
+# Generated from src/redislock/aio/lock.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
 # SPDX-License-Identifier: MIT
-"""``Lock``: a mutex with a lease, a fencing token and loss detection, over a sync client."""
+"""``Lock``: a mutex with a lease, a fencing token and loss detection."""
 
 from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, Unpack
 
-import redis
-import redis.cluster
-
-from redislock._base import LockBase
 from redislock._core import validate
+from redislock._core.options import LockKwargs
+from redislock._handle import Holder
 from redislock.errors import AcquireTimeoutError
-from redislock.sync import _steps
+from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
 
 __all__ = ["Lock"]
 
 
-class Lock(LockBase):
+class Lock(Holder):
     """A distributed mutex on one Redis (or one Redis Cluster slot).
 
-    Pick it to run a job once, serialize work on a key, or elect a leader. For asyncio use
-    :class:`AsyncLock`. Algorithm: the Redis docs' distributed-locks page for a single
-    instance (``SET NX PX`` with a random token, compare-and-delete release), plus a
-    fencing token (Kleppmann 2016) and a watchdog lease (Redisson's design).
+    Pick it to run a job once, serialize work on a key, or elect a leader. Algorithm: the
+    Redis docs' distributed-locks page for a single instance (``SET NX PX`` with a random
+    token, compare-and-delete release), plus a fencing token (Kleppmann 2016) and a
+    watchdog lease (Redisson's design). The owner is the lock object (one token per
+    acquisition), never a thread-local, so no other object can release its hold.
 
     Example::
 
         lock = Lock(redis.Redis(), "nightly-report")
-        with lock:                      # waits; raises AcquireTimeoutError on timeout
+        with lock:  # waits; raises AcquireTimeoutError on timeout
             write(data, fence=lock.fencing_token)
 
     Args:
-        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``; ``decode_responses``
-            either way. Give it a ``socket_timeout`` so a dead network cannot hang renewal.
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``;
+            ``decode_responses`` either way. Give it a ``socket_timeout`` so a dead network
+            cannot hang renewal.
         name: lock name: non-empty str, at most 1024 UTF-8 bytes, no control characters,
             not starting with ``}``.
         ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.
             ``None`` (default) means a watchdog lease of ``watchdog_lease`` seconds renewed
             every ``renew_interval`` seconds while held.
-        on_lost: called as ``on_lost(lock)`` from the renewer thread when the watchdog finds
-            the lease gone or cannot renew it before it runs out. Keep it short.
-        timeout: default wait limit in seconds for ``with`` and ``acquire()``; None: no limit.
+        on_lost: called as ``on_lost(lock)`` from the watchdog thread when it finds the lease
+            gone or cannot renew it before it runs out. Keep it short.
+        timeout: default wait limit in seconds for ``with`` and ``acquire()``; None:
+            no limit.
         watchdog_lease: watchdog lease length in seconds (default 30).
         renew_interval: seconds between renewals; default a third of the lease, at most half.
         max_lease: cap in seconds on the total hold under the watchdog (a hung holder stops
@@ -74,10 +77,14 @@ class Lock(LockBase):
             with a ``RedisCluster`` client.
     """
 
-    _client_types = (redis.Redis, redis.cluster.RedisCluster)
-    _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use AsyncLock)"
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
 
     __slots__ = ()
+
+    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+        Holder.__init__(self, client, name, **options)
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.
@@ -102,8 +109,9 @@ class Lock(LockBase):
                 ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed (connection, NOPERM, READONLY, OOM).
         """
-        wait = self._core.check_acquire_args(blocking, timeout)
-        return _steps.acquire(self, self._core, self._core.acquire_flow(wait, blocking))
+        core = self._core
+        wait = core.check_acquire_args(blocking, timeout)
+        return _steps.acquire(self, core, core.acquire_flow(wait, blocking))
 
     def release(self) -> None:
         """Release the lock if this object still holds it (compare-and-delete, one round trip).
@@ -117,7 +125,8 @@ class Lock(LockBase):
             redis.exceptions.RedisError: Redis failed; the object still holds the lock and
                 release may be retried.
         """
-        _steps.release(self, self._core, self._core.require_holding(allow_lost=True))
+        core = self._core
+        _steps.release(self, core, core.require_holding(allow_lost=True))
 
     def extend(self, seconds: float, *, replace: bool = False) -> float:
         """Lengthen the lease of the current hold (owner-checked, one round trip).
@@ -140,7 +149,8 @@ class Lock(LockBase):
         """
         amount = validate.check_duration("seconds", seconds)
         h = self._core.require_holding()
-        return run(self._client, self._core.extend_flow(h, amount, "set" if replace else "add"))
+        mode = "set" if replace else "add"
+        return run(self._client, self._core.extend_flow(h, amount, mode))
 
     def locked(self) -> bool:
         """Whether anybody holds the lock now (one round trip).

@@ -1,26 +1,30 @@
+# Generated from src/redislock/aio/multiredlock.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
 # SPDX-License-Identifier: MIT
-"""``MultiRedlock``: several names all or nothing over N independent masters, sync client."""
+"""``MultiRedlock``: several names all or nothing over N independent masters."""
 
 from __future__ import annotations
 
-import redis
+from typing import final
 
-from redislock._quorumbase import MultiQuorumMixin
+from redislock._core.quorum_multi import MultiRedlockCore
 from redislock.sync.redlock import Redlock
 
 __all__ = ["MultiRedlock"]
 
 
-class MultiRedlock(MultiQuorumMixin[redis.Redis], Redlock):
+@final
+class MultiRedlock(Redlock):
     """Several lock names held together, all or nothing, over N independent masters.
 
-    :class:`MultiLock`'s guarantee (no deadlock: names taken in one global order in chunks,
-    everything given back before waiting) on every master, with :class:`Redlock`'s rules
-    across masters: held only if a majority of masters holds the whole set within the
-    validity time; otherwise the set is given back on every master and tried again after a
-    random delay. Each name is a plain lock key on every master, so a :class:`Redlock` on
-    one of the names over the same masters excludes it. Sources: the Redis docs'
-    distributed-locks page (Redlock); Coffman et al. 1971 (deadlock prevention).
+    :class:`MultiLock`'s guarantee (no deadlock: names taken in one global order in
+    chunks, everything given back before waiting) on every master, with
+    :class:`Redlock`'s rules across masters: held only if a majority of masters holds
+    the whole set within the validity time; otherwise the set is given back on every master
+    and tried again after a random delay. Each name is a plain lock key on every master, so
+    a :class:`Redlock` on one of the names over the same masters excludes it.
+    Sources: the Redis docs' distributed-locks page (Redlock); Coffman et al. 1971
+    (deadlock prevention).
 
     Example::
 
@@ -40,3 +44,26 @@ class MultiRedlock(MultiQuorumMixin[redis.Redis], Redlock):
     """
 
     __slots__ = ()
+    _core: MultiRedlockCore
+    _quorum_core = MultiRedlockCore
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The distinct names, sorted."""
+        return self._core.m.names
+
+    @property
+    def key(self) -> str:
+        """The lock key of the first name (each name has its own: ``<prefix>{<name>}``)."""
+        return self._core.m.chunks[0].locks[0]
+
+    @property
+    def fencing_token(self) -> int | None:
+        """None: a set has one fencing token per name (see :attr:`fencing_tokens`)."""
+        return None
+
+    @property
+    def fencing_tokens(self) -> dict[str, int] | None:
+        """The quorum fencing token of every name (a new dict) for the current hold, or
+        None (not held, or ``fencing=False``)."""
+        return self._core.fencing_tokens()

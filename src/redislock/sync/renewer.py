@@ -29,7 +29,7 @@ from redislock._core.schedule import COALESCE, Schedule, batches
 from redislock.sync._driver import run_batch
 
 if TYPE_CHECKING:
-    from redislock._base import Renewable
+    from redislock._handle import Renewable
 
 __all__ = ["Renewer", "renewer"]
 
@@ -58,7 +58,7 @@ class Renewer:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._wake_at = -math.inf  # when the sleeping scheduler wakes by itself
-        self._workers = _Workers(_MAX_IO_THREADS)
+        self._workers = Workers(_MAX_IO_THREADS)
 
     def schedule(self, lock: Renewable, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
@@ -181,7 +181,7 @@ def _notify_lost(lock: Renewable, h: Holding) -> None:
             log.exception("on_lost callback of lock %r raised", core.name)
 
 
-class _Workers:
+class Workers:
     """Daemon threads for renewal I/O, started while queued work outnumbers idle threads.
 
     Unlike ThreadPoolExecutor's threads, a hung one never blocks interpreter exit.

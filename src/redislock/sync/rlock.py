@@ -1,81 +1,54 @@
+# Generated from src/redislock/aio/rlock.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
 # SPDX-License-Identifier: MIT
-"""``RLock`` and ``ReadWriteLock``: reentrant holds, one per thread, in one hash key."""
+"""``RLock`` and ``ReadWriteLock``: reentrant holds, one per thread, in one hash
+key."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self, final
+from typing import Any, Self, Unpack, final
 
-import redis
-import redis.cluster
-
-from redislock._base import DEFAULT_REPLICA_TIMEOUT, LockBase, ReadWriteBase, Unit
 from redislock._core import validate
 from redislock._core.hold import HoldCore
-from redislock._core.keys import DEFAULT_PREFIX
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
+from redislock._core.lock import LockCore
+from redislock._core.options import LockKwargs
+from redislock._handle import Holder, Unit
 from redislock.errors import (
     AcquireTimeoutError,
     LockLostError,
     LockUpgradeError,
     NotOwnedError,
 )
-from redislock.sync import _steps
+from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
 
 __all__ = ["RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
 
-class _Reentrant(LockBase):
+class _Reentrant(Holder):
     """Holds of one mode (``w`` or ``r``), one per thread, each reentrant."""
 
-    _client_types = (redis.Redis, redis.cluster.RedisCluster)
-    _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use the Async kind)"
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
+    _mode = "w"
 
     __slots__ = ("_units",)
 
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        *,
-        ttl: float | None = None,
-        on_lost: Callable[[Any], object] | None = None,
-        timeout: float | None = None,
-        watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
-        renew_interval: float | None = None,
-        max_lease: float | None = None,
-        recheck_interval: float = DEFAULT_RECHECK,
-        prefix: str = DEFAULT_PREFIX,
-        replicas: int = 0,
-        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
-        _mode: str = "w",
-    ) -> None:
-        super().__init__(
-            client,
-            name,
-            ttl=ttl,
-            on_lost=on_lost,
-            timeout=timeout,
-            watchdog_lease=watchdog_lease,
-            renew_interval=renew_interval,
-            max_lease=max_lease,
-            recheck_interval=recheck_interval,
-            prefix=prefix,
-            replicas=replicas,
-            replica_timeout=replica_timeout,
-        )
-        self._core = HoldCore.for_mode(self._core, _mode)
-        self._units: dict[int, Unit] = {}
+    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+        Holder.__init__(self, client, name, **options)
+        self._units: dict[_flavour.Owner, Unit] = {}
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        return HoldCore.for_mode(Holder._make_core(self, client, name, options), self._mode)
 
     # ------------------------------------------------------------------ owners
 
     def _unit(self) -> Unit:
         """The calling thread's unit, created on first use."""
-        key = threading.get_ident()
+        key = _flavour.owner()
         unit = self._units.get(key)
         if unit is None:
             assert isinstance(self._core, HoldCore)
@@ -83,13 +56,14 @@ class _Reentrant(LockBase):
         return unit
 
     def _mine(self) -> LockCore:
-        unit = self._units.get(threading.get_ident())
+        key = _flavour.current_owner()
+        unit = None if key is None else self._units.get(key)
         return self._core if unit is None else unit._core
 
     def _forget(self) -> None:
-        key = threading.get_ident()
-        unit = self._units.get(key)
-        if unit is not None and unit._core.holding is None:
+        key = _flavour.current_owner()
+        unit = None if key is None else self._units.get(key)
+        if key is not None and unit is not None and unit._core.holding is None:
             del self._units[key]
 
     def _companion(self) -> str:
@@ -133,7 +107,7 @@ class _Reentrant(LockBase):
         if h is not None:  # re-entry; a lost hold stays the thread's until it releases
             if h.lost:
                 raise LockLostError(self.name, h.lost_reason)
-            return run(self._client, core.reenter_flow(h))
+            return _steps.reenter(self._client, core, h)
         try:
             self._before_acquire()
             return _steps.acquire(unit, core, core.acquire_flow(wait, blocking, self._companion()))
@@ -151,17 +125,17 @@ class _Reentrant(LockBase):
             redis.exceptions.RedisError: Redis failed; the hold is kept and release may be
                 retried.
         """
-        unit = self._units.get(threading.get_ident())
+        key = _flavour.current_owner()
+        unit = None if key is None else self._units.get(key)
         if unit is None:
             raise NotOwnedError(self.name, "the calling thread holds nothing")
         core = unit._core
         h = core.require_holding(allow_lost=True)
-        if h.count > 1 and not h.lost:
-            run(self._client, core.release_flow(h))  # a decrement: renewal goes on
-            self._forget()
-            return
         try:
-            _steps.release(unit, core, h)
+            if h.count > 1 and not h.lost:  # a decrement: renewal goes on
+                _steps.shielded(self._client, core.release_flow(h))
+            else:
+                _steps.release(unit, core, h)
         finally:
             self._forget()
 
@@ -259,18 +233,18 @@ class _Reentrant(LockBase):
 class RLock(_Reentrant):
     """A reentrant distributed mutex: the thread that holds it may acquire it again.
 
-    The hold count lives in Redis, in a hash ``owner token -> hold`` (seed 002's design;
-    Redisson's ``RLock``), so the watchdog and ``redislock inspect`` see it. Each thread
-    has its own hold and token (as ``threading.RLock``): a thread can never release
-    another thread's hold. The fencing token is issued on the first acquisition and kept
-    while the hold is re-entered. ``release()`` drops one count; at zero the hold is
+    The hold count lives in Redis, in a hash ``owner token -> hold`` (as in Redisson's
+    ``RLock``), so the watchdog and ``redislock inspect`` see it. Each thread has its own
+    hold and token (as ``threading.RLock`` per thread): a thread can never release another
+    thread's hold. The fencing token is issued on the first acquisition and kept while the
+    hold is re-entered. ``release()`` drops one count; at zero the hold is
     removed and one waiter is woken.
 
     Example::
 
         lock = RLock(redis.Redis(), "account:7")
         with lock:
-            with lock:                 # same thread: re-entered, hold_count() == 2
+            with lock:  # same thread: re-entered, hold_count() == 2
                 ...
 
     Args:
@@ -293,6 +267,7 @@ class ReadLock(_Reentrant):
     per thread, each reader with its own lease. Not built directly."""
 
     __slots__ = ("_rw",)
+    _mode = "r"
     _rw: ReadWriteLock
 
     def _companion(self) -> str:
@@ -317,8 +292,8 @@ class WriteLock(_Reentrant):
             )
 
 
-class ReadWriteLock(ReadWriteBase[ReadLock, WriteLock]):
-    """Many readers or one writer, in one hash key (cluster-safe).
+class ReadWriteLock:
+    """Many readers or one writer, in one hash key (cluster-safe); holds are per thread.
 
     Every reader's hold has its own lease, so a crashed reader frees its share when its
     lease ends. Writers are preferred: while a writer waits, new readers wait too, so a
@@ -339,7 +314,8 @@ class ReadWriteLock(ReadWriteBase[ReadLock, WriteLock]):
     Args:
         client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
         recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
-        to both sides. ``on_lost`` receives the :class:`ReadLock` or :class:`WriteLock`.
+        to both sides. ``on_lost`` receives the :class:`ReadLock` or
+        :class:`WriteLock`.
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
@@ -348,5 +324,30 @@ class ReadWriteLock(ReadWriteBase[ReadLock, WriteLock]):
         LockConfigError: any invalid argument (before any I/O).
     """
 
-    __slots__ = ()
-    _sides = (ReadLock, WriteLock)
+    __slots__ = ("__weakref__", "_reader", "_writer")
+
+    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+        reader = ReadLock(client, name, **options)
+        writer = WriteLock(client, name, **options)
+        reader._rw = writer._rw = self
+        self._reader = reader
+        self._writer = writer
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._reader.name
+
+    def read(self) -> ReadLock:
+        """The read side (the same object every call); use it as a context manager."""
+        return self._reader
+
+    def write(self) -> WriteLock:
+        """The write side (the same object every call); use it as a context manager."""
+        return self._writer
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self._reader!r} {self._writer!r}>"
+
+
+ReadWriteLock.__signature__ = ReadLock.__signature__  # type: ignore[attr-defined]

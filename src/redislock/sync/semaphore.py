@@ -1,3 +1,5 @@
+# Generated from src/redislock/aio/semaphore.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
 # SPDX-License-Identifier: MIT
 """``Semaphore``: N permits, each with its own id and lease, in one hash key."""
 
@@ -5,23 +7,22 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Self, final
+from typing import Any, Self, Unpack, final
 
-import redis
-import redis.cluster
-
-from redislock._base import PermitBase, SemaphoreBase
 from redislock._core import validate
-from redislock._core.hold import check_permits
+from redislock._core.hold import HoldCore, check_permits, permit_id
+from redislock._core.lock import LockCore
+from redislock._core.options import LockKwargs
+from redislock._handle import Handle, Holder
 from redislock.errors import AcquireTimeoutError
-from redislock.sync import _steps
+from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
 
 __all__ = ["Permit", "Semaphore"]
 
 
 @final
-class Permit(PermitBase):
+class Permit(Holder):
     """One acquired permit of a :class:`Semaphore` (returned by ``acquire()``).
 
     It has its own owner token, fencing token and lease (renewed by the watchdog when the
@@ -29,6 +30,20 @@ class Permit(PermitBase):
     """
 
     __slots__ = ()
+
+    @classmethod
+    def _of(cls, client: Any, core: HoldCore) -> Self:
+        permit = cls.__new__(cls)
+        permit._client = client
+        permit._core = core
+        return permit
+
+    @property
+    def id(self) -> str:
+        """The permit's id: 16 hex digits of SHA-256 of its owner token (not a secret);
+        empty once released."""
+        h = self._core.current()
+        return "" if h is None else permit_id(h.token)
 
     def release(self) -> None:
         """Give the permit back (owner-checked, one round trip) and wake one waiter.
@@ -91,7 +106,7 @@ class Permit(PermitBase):
 
 
 @final
-class Semaphore(SemaphoreBase):
+class Semaphore(Handle):
     """A distributed counting semaphore: at most N permits held at once.
 
     Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
@@ -122,13 +137,33 @@ class Semaphore(SemaphoreBase):
         LockConfigError: any invalid argument (before any I/O).
     """
 
-    _client_types = (redis.Redis, redis.cluster.RedisCluster)
-    _client_hint = "a redis.Redis or redis.cluster.RedisCluster (for asyncio use AsyncSemaphore)"
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
 
     __slots__ = ()
+    _core: HoldCore
+
+    def __init__(self, client: Any, name: str, permits: int, **options: Unpack[LockKwargs]) -> None:
+        Handle.__init__(self, client, name, permits, **options)
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        count = check_permits(args[0])
+        assert count is not None
+        return HoldCore.for_mode(Handle._make_core(self, client, name, options), "p", count)
+
+    @property
+    def permits(self) -> int:
+        """The permit count this object was built with (Redis may hold another: see
+        :meth:`set_permits`)."""
+        return self._core.permits
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} permits={self.permits}>"
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> Permit:
         """Take one permit, waiting up to ``timeout`` seconds.
+
 
         Args:
             blocking: False for a single try.
@@ -166,7 +201,9 @@ class Semaphore(SemaphoreBase):
         wait = self._core.check_acquire_args(blocking, timeout)
         core = self._core.sibling()
         permit = Permit._of(self._client, core)
-        return permit if _steps.acquire(permit, core, core.acquire_flow(wait, blocking)) else None
+        if not _steps.acquire(permit, core, core.acquire_flow(wait, blocking)):
+            return None
+        return permit
 
     def available(self) -> int:
         """Permits free now: the permit count minus the live permits (one round trip).

@@ -22,7 +22,7 @@ from redislock.aio.renewer import keep, renewer
 from redislock.errors import NotOwnedError
 
 if TYPE_CHECKING:
-    from redislock._base import Renewable
+    from redislock._handle import Renewable
 
 __all__ = ["acquire", "adopt", "reenter", "release", "shielded"]
 

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""What the sync shells need that differs from the asyncio flavour by design: the client
+types, who owns a reentrant hold (the thread), and how to sleep. Hand-written; its asyncio
+twin is :mod:`redislock.aio._flavour`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Final, TypeAlias
+
+import redis
+import redis.cluster
+
+__all__ = [
+    "CLIENTS",
+    "CLIENTS_TEXT",
+    "NAME",
+    "Master",
+    "Owner",
+    "current_owner",
+    "owner",
+    "sleep",
+]
+
+NAME: Final = "sync"
+CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
+CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"
+
+Master: TypeAlias = redis.Redis
+"""The client type of one Redlock master."""
+
+Owner: TypeAlias = int
+"""Who owns a reentrant hold: the thread (its ``threading.get_ident()``)."""
+
+sleep = time.sleep
+
+
+def current_owner() -> int | None:
+    """The calling thread (never None: every caller is a thread)."""
+    return threading.get_ident()
+
+
+def owner() -> int:
+    """The calling thread."""
+    return threading.get_ident()

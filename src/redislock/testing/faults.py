@@ -82,7 +82,7 @@ SERVER_FAULTS = (
 )
 ALL_FAULTS = CLIENT_FAULTS + SERVER_FAULTS
 
-# Fault lengths as multiples of the lease (reliability.md section 9, schedule F1).
+# Fault lengths as multiples of the lease (the table under "Faults" in docs/torture.md).
 _SPANS: dict[str, tuple[float, float]] = {
     "client_pause": (0.5, 3.0),
     "client_kill": (0.0, 0.0),

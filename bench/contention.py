@@ -9,9 +9,9 @@ each row:
 
   1. FLUSHALL, then start --procs worker processes ("spawn": locks must not be inherited
      over fork). Each makes its own plain ``redis.Redis`` client (the same for every row:
-     default options, like ../shared/bench/peers.py) and one lock object for the name
-     "bench:contend" with a fixed 10 s lease, does one warm-up acquire+release (this
-     connects, loads the scripts, runs lazy imports) and reports ready.
+     default options) and one lock object for the name "bench:contend" with a fixed 10 s
+     lease, does one warm-up acquire+release (this connects, loads the scripts, runs lazy
+     imports) and reports ready.
   2. When all are ready, the parent reads INFO cpu, sends CONFIG RESETSTAT and sets a start
      Event. From then on the parent sends nothing until every worker has reported back.
   3. Each worker loops until the window (--seconds) is over:

@@ -27,6 +27,10 @@ from tests.masters import amasters as amasters
 from tests.masters import masters as masters
 from tests.masters import servers as servers
 
+# The script cases' runner (tests/scriptcases.py) asserts on behalf of the test_scripts_*
+# files: rewrite its asserts as pytest rewrites a test module's, for the same failure report.
+pytest.register_assert_rewrite("tests.scriptcases")
+
 
 @pytest.fixture(scope="session")
 def short_tmp() -> Iterator[Path]:

@@ -32,13 +32,13 @@ from redislock.server import (
     RedisProcess,
     ServerError,
     ServerNotFoundError,
-    _pid_alive,
     embedded_status,
     ensure_embedded,
     find_redis_server,
     runtime_dir,
     stop_embedded,
 )
+from redislock.server.embedded import pid_alive
 
 HAVE_PROC = Path("/proc/self/cwd").exists()
 
@@ -81,7 +81,7 @@ def _servers_in(directory: Path) -> list[int]:
                 continue
         except OSError:
             continue
-        if _pid_alive(int(entry.name)):
+        if pid_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -98,7 +98,7 @@ def _starts_logged(directory: Path) -> int:
 
 def _wait_dead(pid: int, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while _pid_alive(pid):
+    while pid_alive(pid):
         assert time.monotonic() < deadline, f"pid {pid} still alive"
         time.sleep(0.02)
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Bad inputs (research/reliability.md §5) raise ``LockConfigError`` before any network I/O.
+"""Bad inputs raise ``LockConfigError`` before any network I/O.
 
 "Before any I/O" is proved by building every lock on a client pointed at a unix socket that
 does not exist: any command would fail at once with ``redis.exceptions.ConnectionError``, so

@@ -13,7 +13,9 @@
     ├── QueueFullError                      a FairLock's waiter queue is at its bound
     ├── QuorumError                         Redlock: masters failed (not busy), no majority
     ├── ReplicationError                    replicas=k: fewer replicas acknowledged a write
-    └── UnexpectedReplyError                a reply or key state this version does not know
+    ├── UnexpectedReplyError                a reply or key state this version does not know
+    └── ServerError                         a redis-server process (redislock.server) failed
+        └── ServerNotFoundError             no redis-server binary was found
 
 Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
 ``NOPERM``, ``READONLY``, ``OOM``) pass through unwrapped. They are never turned into
@@ -33,6 +35,8 @@ __all__ = [
     "QuorumError",
     "RedisLockError",
     "ReplicationError",
+    "ServerError",
+    "ServerNotFoundError",
     "UnexpectedReplyError",
 ]
 
@@ -191,4 +195,19 @@ class UnexpectedReplyError(RedisLockError):
 
     Also raised when a lock key exists without a TTL: something other than redislock
     wrote it, and waiting for it would wait forever.
+    """
+
+
+class ServerError(RedisLockError):
+    """A ``redis-server`` process could not be found, started, reached or stopped.
+
+    Raised by :mod:`redislock.server` (the test and CLI helpers that run ``redis-server``),
+    never by the locks. The message includes the tail of the server's log when there is one.
+    """
+
+
+class ServerNotFoundError(ServerError):
+    """No usable ``redis-server`` binary was found.
+
+    The message says what to install, or how to use an existing server instead.
     """

@@ -2,8 +2,8 @@
 """Holds kept in one hash, each with its own lease: the core of ``RLock`` (mode ``w``),
 ``ReadWriteLock`` (``r`` and ``w``) and ``Semaphore`` (``p``). No I/O.
 
-Source: seed 002's reentrant hash lock (a hash ``owner -> count`` in Lua) and Redisson's
-``RReadWriteLock`` / ``RPermitExpirableSemaphore``, with one lease per hold kept inside
+Source: Redisson's reentrant ``RLock`` (a hash ``owner -> count`` kept by Lua scripts),
+``RReadWriteLock`` and ``RPermitExpirableSemaphore``, with one lease per hold kept inside
 the hold (see ``scripts/hold.lua``), so one key serves every holder (cluster-safe) and a
 crashed reader or permit holder frees its share when its own lease ends.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Argument checks that run before any network I/O (see research/reliability.md §5).
+"""Argument checks that run before any network I/O.
 
 Every check raises :class:`~redislock.errors.LockConfigError` with a message that names the
 argument and what was wrong with it.

@@ -1,6 +1,6 @@
 -- hold: reentrant, shared and counted holds kept in one hash, each with its own lease.
 -- Used by RLock (mode w), ReadWriteLock (read: r, write: w) and Semaphore (mode p).
--- Design: seed 002 (a hash owner -> count, in Lua) and Redisson's RReadWriteLock, but with
+-- Design: Redisson's RLock (a hash owner -> count, in Lua) and RReadWriteLock, but with
 -- one lease per hold stored in the hold itself, so one key serves all holders (cluster-safe)
 -- and a crashed reader or permit holder frees its share when its own lease ends.
 --

@@ -175,6 +175,19 @@ def _examples(items: Sequence[Any], fmt: Any) -> str:
     return shown + (f"; ... {more} more" if more > 0 else "")
 
 
+def _count_line(name: str, items: Sequence[Any], goal: str, ok: bool | None, fmt: Any) -> Line:
+    """A line whose value is ``len(items)``, with the first items, formatted, as its detail."""
+    return Line(name, len(items), goal, ok, _examples(items, fmt))
+
+
+def _zero_line(name: str, items: Sequence[Any], fmt: Any, *, unless: str | None = None) -> Line:
+    """A :func:`_count_line` whose goal is no items, or, when ``unless`` gives a reason
+    (``"unfenced oracle"``), one that is only reported."""
+    if unless is None:
+        return _count_line(name, items, "0", not items, fmt)
+    return _count_line(name, items, f"reported ({unless})", None, fmt)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -725,24 +738,9 @@ def check_run(
             f"fence {r['fence']} {r['phase']} (last {r['last']})"
         )
 
-    lines.append(
-        Line(
-            "stale_writes_accepted",
-            len(accepted),
-            "0" if fenced else "reported (unfenced oracle)",
-            (not accepted) if fenced else None,
-            _examples(accepted, fmt_write),
-        )
-    )
-    lines.append(
-        Line(
-            "stale_writes_rejected",
-            len(rejected),
-            "reported",
-            None,
-            _examples(rejected, fmt_write),
-        )
-    )
+    unfenced = None if fenced else "unfenced oracle"
+    lines.append(_zero_line("stale_writes_accepted", accepted, fmt_write, unless=unfenced))
+    lines.append(_count_line("stale_writes_rejected", rejected, "reported", None, fmt_write))
 
     regressions = token_regressions(events)
 
@@ -753,15 +751,8 @@ def check_run(
             f"at t={_t(b['t'])} after hold {a['hold']} got {a['fence']} at t={_t(a['t'])}"
         )
 
-    lines.append(
-        Line(
-            "token_regressions",
-            len(regressions),
-            "0" if persistent else "reported (servers not persistent)",
-            (not regressions) if persistent else None,
-            _examples(regressions, fmt_regression),
-        )
-    )
+    volatile = None if persistent else "servers not persistent"
+    lines.append(_zero_line("token_regressions", regressions, fmt_regression, unless=volatile))
 
     found = overlaps(oracle, permits)
 
@@ -773,27 +764,20 @@ def check_run(
         )
         return f"{o['res']} {o['kind']}: {secs}"
 
-    lines.append(
-        Line("overlapping_holders", len(found), "reported", None, _examples(found, fmt_overlap))
-    )
+    lines.append(_count_line("overlapping_holders", found, "reported", None, fmt_overlap))
 
     touches = _audit_list(audit, "foreign_touches")
     if touches is None:
         lines.append(Line("foreign_touches", "not audited", "0", None))
     else:
         lines.append(
-            Line(
+            _zero_line(
                 "foreign_touches",
-                len(touches),
-                "0",
-                not touches,
-                _examples(
-                    touches,
-                    lambda r: (
-                        f"server {r.get('server')} t={_t(r.get('t'))} {r.get('script')} "
-                        f"{r.get('command')} on {r.get('key')}: caller {r.get('caller')} "
-                        f"owner {r.get('owner')}"
-                    ),
+                touches,
+                lambda r: (
+                    f"server {r.get('server')} t={_t(r.get('t'))} {r.get('script')} "
+                    f"{r.get('command')} on {r.get('key')}: caller {r.get('caller')} "
+                    f"owner {r.get('owner')}"
                 ),
             )
         )
@@ -828,18 +812,13 @@ def check_run(
     else:
         alive = leases_alive_after_death(audit_holds, faults, lease, eps)
         lines.append(
-            Line(
+            _zero_line(
                 "leases_alive_after_death",
-                len(alive),
-                "0",
-                not alive,
-                _examples(
-                    alive,
-                    lambda h: (
-                        f"server {h.get('server')} {h.get('name')} pid {h.get('pid')} "
-                        f"fence {h.get('fence')}: seen at t={_t(h['last'])}, "
-                        f"{h['excess']:.3f} s after t_death {_t(h['t_death'])} + lease + eps"
-                    ),
+                alive,
+                lambda h: (
+                    f"server {h.get('server')} {h.get('name')} pid {h.get('pid')} "
+                    f"fence {h.get('fence')}: seen at t={_t(h['last'])}, "
+                    f"{h['excess']:.3f} s after t_death {_t(h['t_death'])} + lease + eps"
                 ),
             )
         )

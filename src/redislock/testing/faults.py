@@ -82,7 +82,7 @@ SERVER_FAULTS = (
 )
 ALL_FAULTS = CLIENT_FAULTS + SERVER_FAULTS
 
-# Fault lengths as multiples of the lease (reliability.md section 9, schedule F1).
+# Fault lengths as multiples of the lease (the table under "Faults" in docs/torture.md).
 _SPANS: dict[str, tuple[float, float]] = {
     "client_pause": (0.5, 3.0),
     "client_kill": (0.0, 0.0),
@@ -289,6 +289,16 @@ class Nemesis:
         # (bounded by the schedule) rather than leave a worker or server stopped.
         time.sleep(seconds)
 
+    def _pause(self, pid: int, seconds: float) -> None:
+        """SIGSTOP ``pid``, hold the fault for ``seconds``, then SIGCONT it (if it still
+        exists)."""
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            self._hold(seconds)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def _apply(self, event: FaultEvent, record: dict[str, Any]) -> None:
         t = self._targets
         kind = event.kind
@@ -300,12 +310,7 @@ class Nemesis:
         if kind == "client_pause":
             if record["pid"] is None:
                 return
-            os.kill(record["pid"], signal.SIGSTOP)
-            try:
-                self._hold(event.duration)
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(record["pid"], signal.SIGCONT)
+            self._pause(record["pid"], event.duration)
         elif kind == "client_kill":
             killed = t.kill_worker(event.target)
             if killed is not None:
@@ -329,12 +334,7 @@ class Nemesis:
         if kind == "server_pause":
             if record["pid"] is None:
                 raise RuntimeError("server_pause needs a server started by the runner")
-            os.kill(record["pid"], signal.SIGSTOP)
-            try:
-                self._hold(event.duration)
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(record["pid"], signal.SIGCONT)
+            self._pause(record["pid"], event.duration)
         elif kind == "server_debug_sleep":
             t.server_command(
                 event.target, "DEBUG", "SLEEP", f"{event.duration:.3f}", timeout=event.duration + 5

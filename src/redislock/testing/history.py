@@ -40,8 +40,9 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
+
+from redislock._lifecycle import Closeable
 
 __all__ = [
     "MODES",
@@ -63,7 +64,7 @@ MODES: Final = frozenset({"x", "s", "p"})
 _COMPLETIONS: Final = frozenset({"ok", "fail", "unknown"})
 
 
-class JsonlWriter:
+class JsonlWriter(Closeable):
     """Append JSON objects to ``path``, one line per :meth:`write`, one ``os.write`` per line.
 
     The file is opened ``O_WRONLY | O_APPEND | O_CREAT`` (mode 0o644) at construction. Safe to
@@ -107,17 +108,6 @@ class JsonlWriter:
     def closed(self) -> bool:
         """True after :meth:`close`."""
         return self._fd is None
-
-    def __enter__(self) -> JsonlWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._fd is None else "open"
@@ -191,7 +181,7 @@ def _err_text(err: str | BaseException | None) -> str | None:
     return f"{type(err).__name__}: {err}"
 
 
-class History:
+class History(Closeable):
     """One worker's operation history, appended to the JSON Lines file ``path``.
 
     Each worker process writes its own file (``history-<w>.jsonl`` by convention, which is what
@@ -292,17 +282,6 @@ class History:
     def close(self) -> None:
         """Close the file (idempotent)."""
         self._writer.close()
-
-    def __enter__(self) -> History:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"History({str(self.path)!r}, worker={self.worker})"

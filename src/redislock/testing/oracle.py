@@ -53,9 +53,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Final
 
+from redislock._lifecycle import Closeable, Startable
 from redislock.testing.history import JsonlWriter, read_jsonl
 
 __all__ = [
@@ -288,7 +288,7 @@ class _DisconnectedError(Exception):
     pass
 
 
-class OracleClient:
+class OracleClient(Closeable):
     """A synchronous client of the oracle over one Unix-socket connection.
 
     Connects lazily; after a connection failure (refused, reset, closed by the server) it
@@ -412,17 +412,6 @@ class OracleClient:
         with self._lock:
             self._drop()
 
-    def __enter__(self) -> OracleClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"OracleClient({str(self.socket_path)!r})"
 
@@ -430,7 +419,7 @@ class OracleClient:
 # --------------------------------------------------------------------------- process
 
 
-class Oracle:
+class Oracle(Startable):
     """Run the oracle server as a child process with its files in ``directory``.
 
     Files: ``oracle.sock`` (the socket; the path must fit in 107 bytes), ``oracle.jsonl`` (the
@@ -586,17 +575,6 @@ class Oracle:
         if not self.log_path.exists():
             return []
         return read_jsonl(self.log_path)
-
-    def __enter__(self) -> Oracle:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

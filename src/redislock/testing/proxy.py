@@ -82,6 +82,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any, Final, TypeVar
 
+from redislock._lifecycle import Startable
+
 __all__ = ["FAULT_KINDS", "FaultProxy", "ProxyLoop"]
 
 _log = logging.getLogger(__name__)
@@ -99,7 +101,7 @@ _LINGER_RST: Final = struct.pack("ii", 1, 0)
 _DEFAULT_TIMEOUT: Final = 10.0
 
 
-class ProxyLoop:
+class ProxyLoop(Startable):
     """An asyncio event loop in one daemon thread that hosts any number of :class:`FaultProxy`.
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. It may be started
@@ -238,18 +240,12 @@ class ProxyLoop:
             future.cancel()
             raise
 
-    def __enter__(self) -> ProxyLoop:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<ProxyLoop {self.name!r} {state} proxies={len(self._proxies)}>"
 
 
-class FaultProxy:
+class FaultProxy(Startable):
     """A TCP proxy in front of one redis-server that injects network faults on demand.
 
     See the module documentation for the fault kinds. Use it as a context manager, or call
@@ -427,12 +423,6 @@ class FaultProxy:
             finally:
                 if self._owns_loop:
                     self._ploop.stop(timeout)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     async def _astart(self) -> None:
         loop = asyncio.get_running_loop()

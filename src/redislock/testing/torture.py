@@ -11,7 +11,7 @@ directory (``config.json``, ``schedule.json``, ``nemesis.jsonl``, ``history-*.js
 ``replay(directory)`` runs the same configuration and schedule again.
 
 Negative controls (``control=``) are runs that MUST report violations, which shows the
-checkers are not blind (reliability.md section 8):
+checkers are not blind (see "Negative controls" in ``docs/torture.md``):
 
 * ``broken-release``: releases delete the key without checking the owner, under client
   pauses longer than the lease: foreign touches and overlapping holders;
@@ -443,7 +443,7 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
 
     Raises:
         ValueError: a bad config (before anything starts).
-        redislock.server.ServerError: a redis-server could not start.
+        redislock.errors.ServerError: a redis-server could not start.
     """
     cfg = cfg.validated()
     directory = Path(cfg.directory or tempfile.mkdtemp(prefix="redislock-torture-"))

@@ -1,0 +1,384 @@
+# SPDX-License-Identifier: MIT
+"""The Lua script cases' shared vocabulary: a :class:`Case` (setup, EVAL, reply, checks), the
+values that depend on the server's clock, the key layouts and ARGV builders of every script
+as the cores lay them out, and :func:`run_case`, which runs one case through EVAL on a real
+redis-server (no Python lock logic involved).
+
+Used by ``tests/test_scripts.py`` and the ``tests/test_scripts_*.py`` files, one per script
+family.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+
+from redislock._core.keys import FairKeys, HoldKeys, LockKeys
+from redislock._core.lock import LockCore
+from redislock._core.scripts import SCRIPTS
+
+K = LockKeys.for_name("job")
+TOKEN = "a" * 32
+OTHER = "b" * 32
+META = "host|123|1700000000000"
+TARGET = "resource:{job}"
+
+
+@dataclass(frozen=True)
+class Between:
+    """Matches an integer in [lo, hi] (``numeric``: also a float or a str holding a number)."""
+
+    lo: int
+    hi: int
+    numeric: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        if self.numeric and isinstance(other, str | float) and not isinstance(other, bool):
+            try:
+                other = float(other)
+            except ValueError:
+                return False
+            return self.lo <= other <= self.hi
+        return isinstance(other, int) and self.lo <= other <= self.hi
+
+    def __hash__(self) -> int:
+        return hash((self.lo, self.hi))
+
+
+def norm(value: Any) -> Any:
+    """Replies with ``decode_responses`` either way, as str/int/list/dict."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [norm(v) for v in value]
+    if isinstance(value, dict):
+        return {norm(k): norm(v) for k, v in value.items()}
+    return value
+
+
+class Timed:
+    """A value that depends on the server's clock: the case runner reads the server's TIME
+    (milliseconds, as the scripts compute ``now``) just before the setup and replaces every
+    :class:`Timed` in the setup, ARGV, reply and ``after`` checks with ``at(now_ms)``."""
+
+    def at(self, now_ms: int) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class At(Timed):
+    """Setup or ARGV text: ``template`` with ``{}`` replaced by ``now + offset_ms``."""
+
+    offset_ms: int
+    template: str = "{}"
+
+    def at(self, now_ms: int) -> str:
+        return self.template.replace("{}", str(now_ms + self.offset_ms), 1)
+
+
+@dataclass(frozen=True)
+class Clock(Timed):
+    """An expected server time in milliseconds, in ``[now + lo, now + hi]`` (an int, a float
+    such as a ZSCORE reply, or its text)."""
+
+    lo: int
+    hi: int
+
+    def at(self, now_ms: int) -> Between:
+        return Between(now_ms + self.lo, now_ms + self.hi, numeric=True)
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Matches a str that fully matches ``pattern``; its group ``ms``, if the pattern has
+    one, must also equal ``ms``."""
+
+    pattern: str
+    ms: Between | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, str):
+            return False
+        m = re.fullmatch(self.pattern, other)
+        return m is not None and (self.ms is None or int(m["ms"]) == self.ms)
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+
+@dataclass(frozen=True)
+class HoldValue(Timed):
+    """A hold.lua hash field "<mode>|<count>|<expires_ms>|<fence>|<meta>" whose expires_ms
+    is in ``[now + lo, now + hi]``."""
+
+    mode: str
+    count: int
+    fence: int
+    lo: int
+    hi: int
+    meta: str = META
+
+    def at(self, now_ms: int) -> Matches:
+        pattern = rf"{self.mode}\|{self.count}\|(?P<ms>\d+)\|{self.fence}\|{re.escape(self.meta)}"
+        return Matches(pattern, Between(now_ms + self.lo, now_ms + self.hi))
+
+
+@dataclass(frozen=True)
+class Error:
+    """The script replies with an error whose message contains ``text``."""
+
+    text: str
+
+
+Arg = str | int | Timed
+
+
+def resolve(value: Any, now_ms: int) -> Any:
+    """``value`` with every :class:`Timed` in it replaced by its value at ``now_ms``."""
+    if isinstance(value, Timed):
+        return value.at(now_ms)
+    if isinstance(value, tuple):
+        return tuple(resolve(v, now_ms) for v in value)
+    if isinstance(value, list):
+        return [resolve(v, now_ms) for v in value]
+    return value
+
+
+@dataclass
+class Case:
+    id: str
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+    reply: Any
+    setup: list[tuple[Arg, ...]] = field(default_factory=list)
+    after: list[tuple[tuple[Arg, ...], Any]] = field(default_factory=list)
+    # keys outside KEYS the script may write: only fair.lua's grant lists (documented)
+    extra: tuple[str, ...] = ()
+
+
+def held(token: str = TOKEN, px: int | None = 5000) -> tuple[str | int, ...]:
+    value = f"{token}|{META}"
+    return ("SET", K.lock, value) if px is None else ("SET", K.lock, value, "PX", px)
+
+
+ACQ = (K.lock, K.fence, K.wait)
+REL = (K.lock, K.wait, K.wake)
+GONE = 0  # EXISTS reply
+
+# hold.lua and fair.lua: their own key layouts, ARGV as the cores build them.
+H = HoldKeys.for_name("job")
+HOLD = tuple(H)
+F = FairKeys.for_name("job")
+FAIR = (F.lock, F.fence, F.queue, F.leases, F.info)
+THIRD = "c" * 32
+FOURTH = "d" * 32
+WMETA = "waiter-host|456|1700000000001"
+SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
+WAKE_MS = 2000
+
+
+def hold_args(
+    op: str,
+    token: str = TOKEN,
+    mode: str = "w",
+    ms: int = 0,
+    *,
+    meta: str = "",
+    marker_ms: int = 0,
+    reenter: bool = False,
+    companion: str = "",
+    permits: int = 0,
+    extend_mode: str = "",
+) -> tuple[Arg, ...]:
+    """hold.lua's ARGV, laid out as ``HoldCore._op`` lays it out."""
+    return (
+        op,
+        token,
+        mode,
+        ms,
+        meta,
+        marker_ms,
+        "1" if reenter else "0",
+        companion,
+        permits,
+        WAKE_MS,
+        extend_mode,
+    )
+
+
+def acq(token: str = TOKEN, mode: str = "w", ms: int = 10000, **kw: Any) -> tuple[Arg, ...]:
+    """hold.lua acquire of a new hold (``reenter=True`` for a re-entry)."""
+    return hold_args("acquire", token, mode, ms, meta=META, **kw)
+
+
+def hold(
+    token: str = TOKEN, mode: str = "w", lease_ms: int = 5000, *, count: int = 1, fence: int = 1
+) -> tuple[Arg, ...]:
+    """Setup: a hold whose lease ends ``lease_ms`` after the case's server time (< 0: ended)."""
+    return ("HSET", H.lock, token, At(lease_ms, f"{mode}|{count}|{{}}|{fence}|{META}"))
+
+
+def ttl(key: str, ms: int) -> tuple[Arg, ...]:
+    return ("PEXPIRE", key, ms)
+
+
+def marker(key: str, ms: int = 3000) -> tuple[Arg, ...]:
+    return ("SET", key, "1", "PX", ms)
+
+
+WAITER = "e" * 32
+
+
+def waiting(ms: int = 3000, token: str = WAITER) -> tuple[Arg, ...]:
+    """Setup: ``token`` registered as a waiting writer / permit waiter for ``ms`` more."""
+    return ("ZADD", H.wait, At(ms), token)
+
+
+def woken(key: str) -> list[tuple[tuple[Arg, ...], Any]]:
+    """Checks: ``key`` holds exactly one wake-up, expiring after wake_ms."""
+    return [(("LRANGE", key, 0, -1), ["1"]), (("PTTL", key), Between(WAKE_MS - SLACK, WAKE_MS))]
+
+
+def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
+    return [(("EXISTS", key), GONE) for key in keys]
+
+
+def fair_args(
+    op: str,
+    token: str = TOKEN,
+    lease_ms: int | str = "",
+    meta: str = "",
+    waiter_ms: int | str = "",
+    queue_max: int | str = "",
+) -> tuple[Arg, ...]:
+    """fair.lua's ARGV, laid out as ``FairCore._fair`` lays it out."""
+    return (op, token, lease_ms, meta, waiter_ms, queue_max, F.grant_prefix)
+
+
+def facq(
+    token: str = TOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
+) -> tuple[Arg, ...]:
+    return fair_args("acquire", token, lease_ms, META, waiter_ms, queue_max)
+
+
+def fheld(token: str = TOKEN, px: int = 5000, meta: str = META) -> tuple[Arg, ...]:
+    return ("SET", F.lock, f"{token}|{meta}", "PX", px)
+
+
+def waiter(token: str, lease_ms: int = 8000, waiter_ms: int = 1000) -> list[tuple[Arg, ...]]:
+    """Setup: a queued waiter whose waiter lease ends ``waiter_ms`` from now (< 0: dead)."""
+    return [
+        ("RPUSH", F.queue, token),
+        ("ZADD", F.leases, At(waiter_ms), token),
+        ("HSET", F.info, token, f"{lease_ms}|{WMETA}"),
+    ]
+
+
+def not_queued(token: str) -> list[tuple[tuple[Arg, ...], Any]]:
+    return [(("ZSCORE", F.leases, token), None), (("HEXISTS", F.info, token), 0)]
+
+
+def queue_ttl(lo: int, hi: int) -> list[tuple[tuple[Arg, ...], Any]]:
+    """Checks: the three queue keys live as long as the latest waiter lease."""
+    return [(("PTTL", key), Between(lo, hi)) for key in (F.queue, F.leases, F.info)]
+
+
+def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...], Any]]:
+    """Checks: ``token`` was handed the lock with ``fence`` (its waiter meta, its lease)."""
+    return [
+        (("GET", F.lock), f"{token}|{WMETA}"),
+        (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
+        (("GET", F.fence), str(fence)),
+        (("LRANGE", F.grant(token), 0, -1), [str(fence)]),
+        (("PTTL", F.grant(token)), Between(lease_ms - SLACK, lease_ms)),
+        *not_queued(token),
+    ]
+
+
+# multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do).
+M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
+M3 = LockKeys.for_name("job}3")
+MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
+MREL = (M1.lock, M1.wait, M1.wake, M2.lock, M2.wait, M2.wake)
+MLOCKS = (M1.lock, M2.lock)
+
+
+def multi_args(
+    op: str,
+    n: int = 2,
+    token: str = TOKEN,
+    *,
+    ms: int | str = "",
+    meta: str = "",
+    marker_ms: int | str = "",
+    wake_ms: int | str = "",
+    mode: str = "",
+) -> tuple[Arg, ...]:
+    """multi.lua's ARGV, laid out as ``MultiCore._op`` lays it out."""
+    return (op, n, token, ms, meta, marker_ms, wake_ms, mode)
+
+
+def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:
+    """multi.lua acquire of both names with a 10 s lease."""
+    return multi_args("acquire", token=token, ms=10000, meta=META, marker_ms=marker_ms)
+
+
+def mheld(keys: LockKeys, token: str = TOKEN, px: int = 5000) -> tuple[Arg, ...]:
+    """Setup: ``token`` holds ``keys`` as a Lock would (for ``px`` ms more)."""
+    return ("SET", keys.lock, f"{token}|{META}", "PX", px)
+
+
+def command(r: redis.Redis, *args: str | int) -> Any:
+    return r.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def written_keys(case: Case) -> set[str]:
+    return {str(cmd[1]) for cmd in case.setup}
+
+
+def server_ms(r: redis.Redis) -> int:
+    """The server's TIME in milliseconds, computed as the scripts compute ``now``."""
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def run_case(r: redis.Redis, case: Case) -> None:
+    """Run ``case`` on the flushed server behind ``r`` and check its reply, its ``after``
+    checks and that nothing outside its keys was written."""
+    now = server_ms(r)
+    for cmd in resolve(case.setup, now):
+        command(r, *cmd)
+    script = SCRIPTS[case.script]
+    args = resolve(case.args, now)
+    if isinstance(case.reply, Error):
+        with pytest.raises(redis.ResponseError, match=re.escape(case.reply.text)):
+            r.eval(script.source, len(case.keys), *case.keys, *args)
+    else:
+        reply = norm(r.eval(script.source, len(case.keys), *case.keys, *args))
+        assert reply == resolve(case.reply, now)
+    for cmd, expected in resolve(case.after, now):
+        assert norm(command(r, *cmd)) == expected, cmd
+    # Nothing outside KEYS (and what the setup wrote, and the documented extras) exists.
+    present = {norm(k) for k in r.keys("*")}
+    assert present <= set(case.keys) | written_keys(case) | set(case.extra)
+
+
+def base_core() -> LockCore:
+    """A Lock core for the name ``job`` with the default prefix, as the shells build one."""
+    return LockCore.create(
+        "job",
+        ttl=10.0,
+        watchdog_lease=30.0,
+        renew_interval=None,
+        max_lease=None,
+        timeout=None,
+        recheck_interval=0.1,
+        prefix="redislock:",
+        on_lost=None,
+        socket_timeout=None,
+    )

@@ -1,0 +1,475 @@
+# SPDX-License-Identifier: MIT
+"""fair.lua, FairLock and its waiter queue: its behaviour on a real redis-server through
+EVAL, case by case (the case format is in ``tests/scriptcases.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from redislock._core.fair import FairCore
+from redislock._core.scripts import SCRIPTS
+from tests.scriptcases import (
+    FAIR,
+    FOURTH,
+    META,
+    OTHER,
+    SLACK,
+    THIRD,
+    TOKEN,
+    WMETA,
+    At,
+    Between,
+    Case,
+    Clock,
+    Error,
+    F,
+    absent,
+    base_core,
+    facq,
+    fair_args,
+    fheld,
+    granted,
+    not_queued,
+    queue_ttl,
+    run_case,
+    ttl,
+    waiter,
+)
+
+CASES = [
+    # ---------------------------------------------------------------- fair: acquire
+    Case(
+        "fair-acquire-free",
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 1, 10000],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("PTTL", F.lock), Between(10000 - SLACK, 10000)),
+            (("GET", F.fence), "1"),
+            (("PTTL", F.fence), -1),
+            *absent(F.queue, F.leases, F.info),
+        ],
+    ),
+    Case(
+        "fair-acquire-free-continues-the-fence",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["ok", 42, 10000],
+        setup=[("SET", F.fence, 41)],
+        after=[(("GET", F.lock), f"{TOKEN}|{META}"), (("GET", F.fence), "42")],
+    ),
+    Case(
+        "fair-acquire-busy-enqueues",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER), ("SET", F.fence, 7)],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [TOKEN]),
+            (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
+            (("HGET", F.info, TOKEN), f"10000|{META}"),
+            *queue_ttl(3000 - SLACK, 3000),
+            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.fence), "7"),  # no fencing token burnt on failure
+        ],
+    ),
+    Case(
+        "fair-acquire-busy-joins-the-tail",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER), *waiter(THIRD), *waiter(FOURTH)],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [THIRD, FOURTH, TOKEN]),
+            (("ZCARD", F.leases), 3),
+            (("HLEN", F.info), 3),
+            *queue_ttl(3000 - SLACK, 3000),
+        ],
+    ),
+    Case(
+        "fair-acquire-busy-renews-a-queued-waiter-in-place",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000, queue_max=2),  # already queued: a full queue does not refuse it
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER), *waiter(TOKEN, waiter_ms=200), *waiter(THIRD)],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [TOKEN, THIRD]),  # same place, not queued twice
+            (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
+            (("HGET", F.info, TOKEN), f"10000|{META}"),
+            *queue_ttl(3000 - SLACK, 3000),
+        ],
+    ),
+    Case(
+        "fair-acquire-single-try-does-not-queue",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER), ("SET", F.fence, 7)],
+        after=[
+            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.fence), "7"),
+            *absent(F.queue, F.leases, F.info),
+        ],
+    ),
+    Case(
+        "fair-acquire-single-try-behind-a-full-queue",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0, queue_max=1),
+        ["busy", Between(5000 - SLACK, 5000)],  # not "full": a single try never queues
+        setup=[fheld(OTHER), *waiter(THIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [THIRD]), *not_queued(TOKEN)],
+    ),
+    Case(
+        "fair-acquire-full",
+        "fair",
+        FAIR,
+        facq(queue_max=2),
+        ["full", 2],
+        setup=[fheld(OTHER), *waiter(THIRD), *waiter(FOURTH)],
+        after=[(("LRANGE", F.queue, 0, -1), [THIRD, FOURTH]), *not_queued(TOKEN)],
+    ),
+    Case(
+        "fair-acquire-key-without-ttl",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", -1],
+        setup=[("SET", F.lock, "not ours")],
+        after=[(("GET", F.lock), "not ours"), *absent(F.fence, F.queue)],
+    ),
+    Case(
+        "fair-acquire-free-by-the-head",
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 1, 10000],
+        setup=[*waiter(TOKEN), *waiter(THIRD, waiter_ms=3000)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            *not_queued(TOKEN),
+            *queue_ttl(3000 - SLACK, 3000),
+            *absent(F.grant(TOKEN)),
+        ],
+    ),
+    Case(
+        "fair-acquire-free-grants-the-live-head-first",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000),
+        ["busy", Between(8000 - SLACK, 8000)],
+        setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
+        after=[
+            *granted(OTHER, 5, 8000),
+            (("LRANGE", F.queue, 0, -1), [TOKEN]),
+            (("HGET", F.info, TOKEN), f"10000|{META}"),
+            *queue_ttl(3000 - SLACK, 3000),
+        ],
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
+        "fair-acquire-free-single-try-still-grants-the-head",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", Between(8000 - SLACK, 8000)],
+        setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
+        after=[*granted(OTHER, 5, 8000), *absent(F.queue, F.leases, F.info)],
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
+        "fair-acquire-prunes-dead-waiters",
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 1, 10000],
+        setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, waiter_ms=0)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|{META}"),
+            *absent(F.queue, F.leases, F.info, F.grant(OTHER), F.grant(THIRD)),
+        ],
+    ),
+    Case(
+        "fair-acquire-granted",
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 5, Between(8000 - SLACK, 8000)],
+        setup=[fheld(TOKEN, 8000, WMETA), ("SET", F.fence, 5), ("RPUSH", F.grant(TOKEN), 5)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # the hold the grant wrote stays
+            (("PTTL", F.lock), Between(8000 - SLACK, 8000)),
+            (("GET", F.fence), "5"),
+            *absent(F.grant(TOKEN)),
+        ],
+        extra=(F.grant(TOKEN),),
+    ),
+    Case(
+        "fair-acquire-repeat-of-own-hold",
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 2, Between(5000 - SLACK, 5000)],
+        setup=[fheld(TOKEN), ("SET", F.fence, 2), *waiter(OTHER, waiter_ms=3000)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("GET", F.fence), "2"),
+            (("LRANGE", F.queue, 0, -1), [OTHER]),
+            *queue_ttl(3000 - SLACK, 3000),
+        ],
+    ),
+    # ---------------------------------------------------------------- fair: release
+    Case(
+        "fair-release-grants-the-head",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "ok",
+        setup=[
+            fheld(TOKEN),
+            *waiter(OTHER, lease_ms=8000, waiter_ms=3000),
+            *waiter(THIRD, lease_ms=6000, waiter_ms=2000),
+            ("SET", F.fence, 3),
+        ],
+        after=[
+            *granted(OTHER, 4, 8000),
+            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            (("HGET", F.info, THIRD), f"6000|{WMETA}"),
+            *queue_ttl(2000 - SLACK, 2000),  # the latest remaining waiter lease
+        ],
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
+        "fair-release-skips-a-dead-head",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "ok",
+        setup=[
+            fheld(TOKEN),
+            *waiter(OTHER, waiter_ms=-1000),
+            *waiter(THIRD, lease_ms=6000),
+            ("SET", F.fence, 3),
+        ],
+        after=[
+            *granted(THIRD, 4, 6000),
+            *not_queued(OTHER),
+            *absent(F.queue, F.leases, F.info, F.grant(OTHER)),
+        ],
+        extra=(F.grant(THIRD),),
+    ),
+    Case(
+        "fair-release-replaces-a-stale-grant",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("RPUSH", F.grant(OTHER), "x", "y")],
+        after=granted(OTHER, 1, 8000),
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
+        "fair-release-empty-queue",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "ok",
+        setup=[fheld(TOKEN), ("SET", F.fence, 3)],
+        after=[(("GET", F.fence), "3"), *absent(F.lock, F.queue)],
+    ),
+    Case(
+        "fair-release-taken",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "taken",
+        setup=[fheld(OTHER), *waiter(THIRD), ("SET", F.fence, 3)],
+        after=[
+            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("PTTL", F.lock), Between(5000 - SLACK, 5000)),
+            (("GET", F.fence), "3"),
+            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            *absent(F.grant(THIRD)),
+        ],
+    ),
+    Case(
+        "fair-release-token-prefix-is-not-ownership",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "taken",
+        setup=[("SET", F.lock, f"{TOKEN}0|{META}", "PX", 5000)],
+        after=[(("GET", F.lock), f"{TOKEN}0|{META}")],
+    ),
+    Case(
+        "fair-release-gone",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "gone",
+        after=absent(F.lock, F.fence, F.queue),
+    ),
+    Case(
+        "fair-release-gone-grants-the-next-waiter",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "gone",
+        setup=[*waiter(OTHER)],
+        after=[*granted(OTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
+        extra=(F.grant(OTHER),),
+    ),
+    # ---------------------------------------------------------------- fair: cancel, force
+    Case(
+        "fair-cancel-leaves-the-queue",
+        "fair",
+        FAIR,
+        fair_args("cancel"),
+        ["left", 0],
+        setup=[
+            fheld(OTHER),
+            *waiter(TOKEN, waiter_ms=5000),
+            *waiter(THIRD, waiter_ms=2000),
+            *[ttl(key, 5000) for key in (F.queue, F.leases, F.info)],
+        ],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            *not_queued(TOKEN),
+            *queue_ttl(2000 - SLACK, 2000),  # now the latest waiter lease is THIRD's
+            (("GET", F.lock), f"{OTHER}|{META}"),
+        ],
+    ),
+    Case(
+        "fair-cancel-last-waiter-clears-the-queue",
+        "fair",
+        FAIR,
+        fair_args("cancel"),
+        ["left", 0],
+        setup=[fheld(OTHER), *waiter(TOKEN)],
+        after=[(("GET", F.lock), f"{OTHER}|{META}"), *absent(F.queue, F.leases, F.info)],
+    ),
+    Case(
+        "fair-cancel-not-queued",
+        "fair",
+        FAIR,
+        fair_args("cancel"),
+        ["left", 0],
+        setup=[fheld(OTHER), *waiter(THIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [THIRD]), (("GET", F.lock), f"{OTHER}|{META}")],
+    ),
+    Case(
+        "fair-cancel-granted",
+        "fair",
+        FAIR,
+        fair_args("cancel"),
+        ["ok", 5, Between(8000 - SLACK, 8000)],
+        setup=[
+            fheld(TOKEN, 8000, WMETA),
+            ("SET", F.fence, 5),
+            ("RPUSH", F.grant(TOKEN), 5),
+            *waiter(OTHER),
+        ],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # it holds the lock now
+            (("LRANGE", F.queue, 0, -1), [OTHER]),
+            *absent(F.grant(TOKEN)),
+        ],
+        extra=(F.grant(TOKEN),),
+    ),
+    Case(
+        "fair-cancel-while-free-grants-the-next-waiter",
+        "fair",
+        FAIR,
+        fair_args("cancel"),
+        ["left", 0],
+        setup=[*waiter(TOKEN), *waiter(OTHER), ("SET", F.fence, 2)],
+        after=[
+            *granted(OTHER, 3, 8000),
+            *not_queued(TOKEN),
+            *absent(F.queue, F.leases, F.info, F.grant(TOKEN)),
+        ],
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
+        "fair-force-grants-the-next-waiter",
+        "fair",
+        FAIR,
+        fair_args("force", ""),
+        1,
+        setup=[fheld(OTHER), *waiter(THIRD, lease_ms=6000), ("SET", F.fence, 2)],
+        after=[*granted(THIRD, 3, 6000), *absent(F.queue)],
+        extra=(F.grant(THIRD),),
+    ),
+    Case(
+        "fair-force-nothing-held",
+        "fair",
+        FAIR,
+        fair_args("force", ""),
+        0,
+        after=absent(F.lock, F.fence),
+    ),
+    Case(
+        "fair-force-free-lock-grants-the-next-waiter",
+        "fair",
+        FAIR,
+        fair_args("force", ""),
+        0,
+        setup=[*waiter(THIRD)],
+        after=granted(THIRD, 1, 8000),
+        extra=(F.grant(THIRD),),
+    ),
+    # ---------------------------------------------------------------- fair: errors
+    Case(
+        "fair-unknown-op",
+        "fair",
+        FAIR,
+        fair_args("steal"),
+        Error("unknown fair op steal"),
+        setup=[fheld(OTHER)],
+        after=[(("GET", F.lock), f"{OTHER}|{META}")],
+    ),
+    Case(
+        "fair-malformed-waiter-info-is-dropped",
+        "fair",
+        FAIR,
+        facq(),
+        Error("is malformed"),
+        setup=[
+            ("RPUSH", F.queue, OTHER),
+            ("ZADD", F.leases, At(3000), OTHER),
+            ("HSET", F.info, OTHER, "garbage"),
+            *waiter(THIRD),
+        ],
+        after=[
+            *not_queued(OTHER),
+            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            *absent(F.lock, F.fence),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_script_behaviour(r: redis.Redis, case: Case) -> None:
+    run_case(r, case)
+
+
+def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
+    """The fair cases call the script exactly as FairCore does."""
+    base = base_core()
+    fair_core = FairCore.from_base(base, 1.0, 10)
+    op = fair_core._fair("acquire", TOKEN, 10000, META, 1000, 10)
+    assert op.script is SCRIPTS["fair"]
+    assert op.keys == FAIR
+    assert op.args == facq()
+    assert fair_core._fair("release", TOKEN).args == fair_args("release")
+    assert fair_core._fair("force", "").args == fair_args("force", "")

@@ -1,0 +1,320 @@
+# SPDX-License-Identifier: MIT
+"""The Lock scripts (lock_acquire, lock_release, lock_extend, lock_status and
+lock_force_release): their behaviour on a real redis-server through EVAL, case by case (the
+case format is in ``tests/scriptcases.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from redislock._core.scripts import SCRIPTS
+from tests.scriptcases import (
+    ACQ,
+    GONE,
+    META,
+    OTHER,
+    REL,
+    TOKEN,
+    Between,
+    Case,
+    K,
+    command,
+    held,
+    norm,
+    run_case,
+)
+
+CASES = [
+    # ---------------------------------------------------------------- lock_acquire
+    Case(
+        "acquire-free",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["ok", 1],
+        after=[
+            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("PTTL", K.lock), Between(9000, 10000)),
+            (("GET", K.fence), "1"),
+            (("PTTL", K.fence), -1),  # the fence counter never expires
+            (("EXISTS", K.wait), GONE),
+        ],
+    ),
+    Case(
+        "acquire-free-continues-the-fence",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 1500),
+        ["ok", 42],
+        setup=[("SET", K.fence, 41)],
+        after=[
+            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("EXISTS", K.wait), GONE),  # acquiring never leaves a waiters marker
+        ],
+    ),
+    Case(
+        "acquire-busy-single-try",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["busy", Between(4000, 5000)],
+        setup=[held(OTHER), ("SET", K.fence, 7)],
+        after=[
+            (("GET", K.lock), f"{OTHER}|{META}"),
+            (("GET", K.fence), "7"),  # no fencing token burnt on failure
+            (("EXISTS", K.wait), GONE),
+        ],
+    ),
+    Case(
+        "acquire-busy-waiting-sets-marker",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 1500),
+        ["busy", Between(4000, 5000)],
+        setup=[held(OTHER), ("SET", K.fence, 7)],
+        after=[
+            (("GET", K.wait), "1"),
+            (("PTTL", K.wait), Between(1000, 1500)),
+            (("GET", K.fence), "7"),
+        ],
+    ),
+    Case(
+        "acquire-key-without-ttl",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["busy", -1],
+        setup=[("SET", K.lock, "not ours")],
+        after=[(("GET", K.lock), "not ours"), (("EXISTS", K.fence), GONE)],
+    ),
+    # ---------------------------------------------------------------- lock_release
+    Case(
+        "release-ok-no-waiters",
+        "lock_release",
+        REL,
+        (TOKEN, 2000),
+        "ok",
+        setup=[held()],
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
+    ),
+    Case(
+        "release-ok-wakes-a-waiter",
+        "lock_release",
+        REL,
+        (TOKEN, 2000),
+        "ok",
+        setup=[held(), ("SET", K.wait, "1", "PX", 5000)],
+        after=[
+            (("EXISTS", K.lock), GONE),
+            (("LRANGE", K.wake, 0, -1), ["1"]),
+            (("PTTL", K.wake), Between(1500, 2000)),
+        ],
+    ),
+    Case(
+        "release-ok-replaces-stale-wakeups",
+        "lock_release",
+        REL,
+        (TOKEN, 2000),
+        "ok",
+        setup=[held(), ("SET", K.wait, "1", "PX", 5000), ("RPUSH", K.wake, "x", "y", "z")],
+        after=[(("LRANGE", K.wake, 0, -1), ["1"])],
+    ),
+    Case(
+        "release-gone",
+        "lock_release",
+        REL,
+        (TOKEN, 2000),
+        "gone",
+        setup=[("SET", K.wait, "1", "PX", 5000)],
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
+    ),
+    Case(
+        "release-taken",
+        "lock_release",
+        REL,
+        (TOKEN, 2000),
+        "taken",
+        setup=[held(OTHER), ("SET", K.wait, "1", "PX", 5000)],
+        after=[
+            (("GET", K.lock), f"{OTHER}|{META}"),
+            (("PTTL", K.lock), Between(4000, 5000)),
+            (("EXISTS", K.wake), GONE),
+        ],
+    ),
+    Case(
+        "release-token-prefix-is-not-ownership",
+        "lock_release",
+        REL,
+        (TOKEN, 2000),
+        "taken",
+        setup=[("SET", K.lock, f"{TOKEN}0|{META}", "PX", 5000)],
+        after=[(("GET", K.lock), f"{TOKEN}0|{META}")],
+    ),
+    # ---------------------------------------------------------------- lock_extend
+    Case(
+        "extend-add",
+        "lock_extend",
+        (K.lock,),
+        (TOKEN, 3000, "add"),
+        ["ok", Between(7000, 8000)],
+        setup=[held()],
+        after=[(("PTTL", K.lock), Between(7000, 8000)), (("GET", K.lock), f"{TOKEN}|{META}")],
+    ),
+    Case(
+        "extend-set-shortens",
+        "lock_extend",
+        (K.lock,),
+        (TOKEN, 2000, "set"),
+        ["ok", 2000],
+        setup=[held()],
+        after=[(("PTTL", K.lock), Between(1500, 2000))],
+    ),
+    Case(
+        "extend-set-lengthens",
+        "lock_extend",
+        (K.lock,),
+        (TOKEN, 60000, "set"),
+        ["ok", 60000],
+        setup=[held()],
+        after=[(("PTTL", K.lock), Between(59000, 60000))],
+    ),
+    Case(
+        "extend-max-never-shortens",
+        "lock_extend",
+        (K.lock,),
+        (TOKEN, 2000, "max"),
+        ["ok", Between(4000, 5000)],
+        setup=[held()],
+        after=[(("PTTL", K.lock), Between(4000, 5000))],
+    ),
+    Case(
+        "extend-max-lengthens",
+        "lock_extend",
+        (K.lock,),
+        (TOKEN, 9000, "max"),
+        ["ok", 9000],
+        setup=[held()],
+        after=[(("PTTL", K.lock), Between(8500, 9000))],
+    ),
+    Case(
+        "extend-add-to-key-without-ttl",
+        "lock_extend",
+        (K.lock,),
+        (TOKEN, 3000, "add"),
+        ["ok", 3000],
+        setup=[held(px=None)],
+        after=[(("PTTL", K.lock), Between(2500, 3000))],
+    ),
+    *[
+        Case(
+            f"extend-{mode}-gone-never-creates",
+            "lock_extend",
+            (K.lock,),
+            (TOKEN, 3000, mode),
+            ["gone", 0],
+            after=[(("EXISTS", K.lock), GONE)],
+        )
+        for mode in ("add", "set", "max")
+    ],
+    *[
+        Case(
+            f"extend-{mode}-taken",
+            "lock_extend",
+            (K.lock,),
+            (TOKEN, 30000, mode),
+            ["taken", 0],
+            setup=[held(OTHER)],
+            after=[
+                (("PTTL", K.lock), Between(4000, 5000)),
+                (("GET", K.lock), f"{OTHER}|{META}"),
+            ],
+        )
+        for mode in ("add", "set", "max")
+    ],
+    # ---------------------------------------------------------------- lock_status
+    Case(
+        "status-ok",
+        "lock_status",
+        (K.lock, K.fence),
+        (TOKEN,),
+        ["ok", Between(4000, 5000), 17],
+        setup=[held(), ("SET", K.fence, 17)],
+        after=[(("GET", K.lock), f"{TOKEN}|{META}")],
+    ),
+    Case("status-gone", "lock_status", (K.lock, K.fence), (TOKEN,), ["gone", 0, 0]),
+    Case(
+        "status-taken",
+        "lock_status",
+        (K.lock, K.fence),
+        (TOKEN,),
+        ["taken", 0, 0],
+        setup=[held(OTHER)],
+    ),
+    Case(
+        "status-token-prefix-is-not-ownership",
+        "lock_status",
+        (K.lock, K.fence),
+        (TOKEN[:-1],),
+        ["taken", 0, 0],
+        setup=[held()],
+    ),
+    # ---------------------------------------------------------------- lock_force_release
+    Case(
+        "force-release-with-waiters",
+        "lock_force_release",
+        REL,
+        (2000,),
+        1,
+        setup=[held(OTHER), ("SET", K.wait, "1", "PX", 5000), ("SET", K.fence, 1)],
+        after=[
+            (("EXISTS", K.lock), GONE),
+            (("LRANGE", K.wake, 0, -1), ["1"]),
+            (("PTTL", K.wake), Between(1500, 2000)),
+            (("GET", K.fence), "1"),  # the fence counter survives
+        ],
+    ),
+    Case(
+        "force-release-no-waiters",
+        "lock_force_release",
+        REL,
+        (2000,),
+        1,
+        setup=[held(OTHER)],
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
+    ),
+    Case(
+        "force-release-nothing-held",
+        "lock_force_release",
+        REL,
+        (2000,),
+        0,
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_script_behaviour(r: redis.Redis, case: Case) -> None:
+    run_case(r, case)
+
+
+def test_evalsha_runs_the_loaded_script(r: redis.Redis) -> None:
+    script = SCRIPTS["lock_status"]
+    r.script_load(script.source)
+    command(r, *held())
+    command(r, "SET", K.fence, 3)
+    reply = norm(r.evalsha(script.sha, 2, K.lock, K.fence, TOKEN))
+    assert reply == ["ok", Between(4000, 5000), 3]
+
+
+def test_acquire_release_cycle_issues_increasing_fences(r: redis.Redis) -> None:
+    """The scripts compose: acquire, release, acquire again gives the next fence."""
+    acquire, release = SCRIPTS["lock_acquire"], SCRIPTS["lock_release"]
+    fences = []
+    for token in (TOKEN, OTHER, TOKEN):
+        status, fence = norm(r.eval(acquire.source, 3, *ACQ, token, 10000, META, 0))
+        assert status == "ok"
+        fences.append(fence)
+        assert norm(r.eval(release.source, 3, *REL, token, 2000)) == "ok"
+    assert fences == [1, 2, 3]

@@ -61,21 +61,21 @@ def test_options_are_frozen_and_normalised() -> None:
 )
 def test_bad_values_raise_lock_config_error(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(LockConfigError, match=match):
-        LockOptions.of("Lock", kwargs)
+        LockOptions.of(kwargs)
 
 
 def test_cache_keeps_true_and_one_apart() -> None:
-    assert LockOptions.of("Lock", {"ttl": 1}).ttl == 1.0
+    assert LockOptions.of({"ttl": 1}).ttl == 1.0
     with pytest.raises(LockConfigError, match="ttl"):
-        LockOptions.of("Lock", {"ttl": True})
-    assert LockOptions.of("Lock", {"ttl": 1}) is LockOptions.of("Lock", {"ttl": 1})
+        LockOptions.of({"ttl": True})
+    assert LockOptions.of({"ttl": 1}) is LockOptions.of({"ttl": 1})
 
 
 def test_callbacks_are_not_cached() -> None:
     def cb(_: object) -> None:
         return None
 
-    assert LockOptions.of("Lock", {"on_lost": cb}) is not LockOptions.of("Lock", {"on_lost": cb})
+    assert LockOptions.of({"on_lost": cb}) is not LockOptions.of({"on_lost": cb})
 
 
 @pytest.mark.parametrize(

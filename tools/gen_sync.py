@@ -34,6 +34,7 @@ SYNC = ROOT / "src" / "redislock" / "sync"
 
 SOURCES = (
     "_driver.py",
+    "_lease.py",
     "fair.py",
     "lock.py",
     "multi.py",
@@ -46,6 +47,7 @@ SOURCES = (
 
 NAMES = {
     "AsyncFairLock": "FairLock",
+    "AsyncLease": "Lease",
     "AsyncLock": "Lock",
     "AsyncMasters": "Masters",
     "AsyncMultiLock": "MultiLock",

@@ -35,6 +35,8 @@ from redislock.errors import QueueFullError as QueueFullError
 from redislock.errors import QuorumError as QuorumError
 from redislock.errors import RedisLockError as RedisLockError
 from redislock.errors import ReplicationError as ReplicationError
+from redislock.errors import ServerError as ServerError
+from redislock.errors import ServerNotFoundError as ServerNotFoundError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
@@ -81,6 +83,8 @@ __all__ = [
     "Redlock",
     "ReplicationError",
     "Semaphore",
+    "ServerError",
+    "ServerNotFoundError",
     "UnexpectedReplyError",
     "WriteLock",
     "__version__",
@@ -119,6 +123,8 @@ for _obj in (
     Redlock,
     ReplicationError,
     Semaphore,
+    ServerError,
+    ServerNotFoundError,
     UnexpectedReplyError,
     WriteLock,
 ):

@@ -99,8 +99,9 @@ class Handle:
     _flavour_name: ClassVar[str] = ""
 
     def __init__(self, client: Any, name: Any, *args: Any, **options: Any) -> None:
-        opts = self._options.of(type(self).__name__, options)  # an unknown keyword first
-        self._client = self._connect(client)
+        self._options.check_keywords(type(self).__name__, options)  # as Python would
+        self._client = self._connect(client)  # the client before the other arguments
+        opts = self._options.of(options)
         self._core = self._make_core(client, name, opts, *args)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -11,7 +11,6 @@ Used by the server processes (:mod:`redislock.server`) and the test kit
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
 
 __all__ = ["Closeable", "Startable"]
@@ -27,16 +26,11 @@ class Closeable:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
-class Startable:
+class Startable(Closeable):
     """A context manager that calls :meth:`start` on entry, returning itself, and
     :meth:`stop` on exit."""
 
@@ -48,14 +42,10 @@ class Startable:
         """Stop the object; subclasses make it idempotent."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """The same as :meth:`stop`."""
+        self.stop()
+
     def __enter__(self) -> Self:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

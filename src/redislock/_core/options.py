@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_WATCHDOG_LEASE",
     "FairKwargs",
     "FairOptions",
+    "LeaseKwargs",
     "LockKwargs",
     "LockOptions",
     "MultiKwargs",
@@ -75,8 +76,8 @@ _MIN_WAITER_LEASE: Final = 0.05
 # ---------------------------------------------------------------------------- keywords
 
 
-class MultiKwargs(TypedDict, total=False):
-    """The keyword options of :class:`~redislock.MultiLock` (and the base of the others)."""
+class LeaseKwargs(TypedDict, total=False):
+    """The keyword options every kind takes (the lease, the wait, the keys)."""
 
     ttl: float | None
     on_lost: Callable[[Any], object] | None
@@ -84,8 +85,13 @@ class MultiKwargs(TypedDict, total=False):
     watchdog_lease: float
     renew_interval: float | None
     max_lease: float | None
-    recheck_interval: float
     prefix: str
+
+
+class MultiKwargs(LeaseKwargs, total=False):
+    """The keyword options of :class:`~redislock.MultiLock` (and the base of the others)."""
+
+    recheck_interval: float
 
 
 class LockKwargs(MultiKwargs, total=False):
@@ -103,20 +109,13 @@ class FairKwargs(LockKwargs, total=False):
     queue_max: int
 
 
-class QuorumKwargs(TypedDict, total=False):
+class QuorumKwargs(LeaseKwargs, total=False):
     """The keyword options of :class:`~redislock.Redlock` and ``MultiRedlock``."""
 
-    ttl: float | None
-    on_lost: Callable[[Any], object] | None
-    timeout: float | None
-    watchdog_lease: float
-    renew_interval: float | None
-    max_lease: float | None
     node_timeout: float | None
     drift_factor: float
     retry_delay: float
     fencing: bool
-    prefix: str
 
 
 # ---------------------------------------------------------------------------- options
@@ -220,37 +219,41 @@ class MultiOptions:
         return self.ttl is None
 
     @classmethod
-    def of(cls, owner: str, given: Mapping[str, Any]) -> Any:
-        """The options for the ``given`` keywords of constructor ``owner`` (shared between
-        constructors with equal hashable keywords and no ``on_lost``: they are frozen).
+    def check_keywords(cls, owner: str, given: Mapping[str, Any]) -> None:
+        """Reject a keyword that constructor ``owner`` does not take.
 
         Raises:
-            TypeError: a keyword ``owner`` does not take (as Python's own message).
+            TypeError: an unknown keyword (as Python's own message).
+        """
+        allowed = cls.kwargs.__annotations__
+        for key in given:
+            if key not in allowed:
+                raise TypeError(f"{owner}() got an unexpected keyword argument {key!r}")
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> Any:
+        """The options for the ``given`` keywords (checked by :meth:`check_keywords`),
+        shared between constructors with equal hashable keywords and no ``on_lost``: they
+        are frozen.
+
+        Raises:
             LockConfigError: a value is out of range or of the wrong type.
         """
         if given.get("on_lost") is None:
             try:
                 key = tuple((k, type(v), v) for k, v in given.items())
-                return _cached(cast(Any, cls), owner, key)
+                return _cached(cast(Any, cls), key)
             except TypeError as exc:  # an unhashable value: build uncached (and reject it)
                 if "unhashable" not in str(exc):
                     raise
-        return _build(cls, owner, given)
-
-
-def _build(cls: type[MultiOptions], owner: str, given: Mapping[str, Any]) -> MultiOptions:
-    allowed = cls.kwargs.__annotations__
-    for key in given:
-        if key not in allowed:
-            raise TypeError(f"{owner}() got an unexpected keyword argument {key!r}")
-    return cls(**given)
+        return cls(**given)
 
 
 @functools.lru_cache(maxsize=256)
-def _cached(cls: Any, owner: str, items: tuple[tuple[str, type, Any], ...]) -> Any:
+def _cached(cls: Any, items: tuple[tuple[str, type, Any], ...]) -> Any:
     """Options without a callback (a cached callback would keep its object alive). Each
     value's type is part of the key: ``True == 1``, but ``ttl=True`` is an error."""
-    return _build(cls, owner, {k: v for k, _, v in items})
+    return cls(**{k: v for k, _, v in items})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -65,6 +65,7 @@ __all__ = [
     "Packer",
     "RedlockCore",
     "check_masters",
+    "fast_masters",
     "memory_of",
     "outcome_of",
     "settle",
@@ -506,6 +507,12 @@ _CANCELLED = NodeLateError("cancelled")
 def _consume(job: Any) -> None:
     if not job.cancelled():
         job.exception()
+
+
+def fast_masters(op: FanOut, slow: set[int]) -> list[tuple[int, Eval | Call]]:
+    """The masters of ``op`` whose operation takes a fan-out driver's fast path: each
+    ``(index, operation)`` with an operation and not in ``slow`` (suspect masters)."""
+    return [(i, sub) for i, sub in enumerate(op.ops) if sub is not None and i not in slow]
 
 
 def check_masters(clients: Any, client_types: tuple[type, ...], hint: str) -> tuple[str, ...]:

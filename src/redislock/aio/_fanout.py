@@ -12,7 +12,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import Packer, memory_of, settle
+from redislock._core.quorum import Packer, fast_masters, memory_of, settle
 from redislock.aio._driver import execute
 
 __all__ = ["AsyncMasters"]
@@ -76,9 +76,7 @@ class AsyncMasters:
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
         packer = Packer()
         try:
-            for i, sub in enumerate(op.ops):
-                if sub is None or i in slow:
-                    continue
+            for i, sub in fast_masters(op, slow):
                 pool = self.clients[i].connection_pool
                 try:
                     conn = await pool.get_connection()

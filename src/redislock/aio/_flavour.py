@@ -13,17 +13,6 @@ import redis.asyncio.cluster
 
 from redislock.errors import LockUsageError
 
-__all__ = [
-    "CLIENTS",
-    "CLIENTS_TEXT",
-    "NAME",
-    "Master",
-    "Owner",
-    "current_owner",
-    "owner",
-    "sleep",
-]
-
 NAME: Final = "asyncio"
 CLIENTS: Final = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 CLIENTS_TEXT: Final = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"

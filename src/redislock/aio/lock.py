@@ -4,20 +4,18 @@
 from __future__ import annotations
 
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack
 
-from redislock._core import validate
 from redislock._core.options import LockKwargs
-from redislock._handle import Holder
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
+from redislock.aio._lease import AsyncLease
 from redislock.errors import AcquireTimeoutError
 
 __all__ = ["AsyncLock"]
 
 
-class AsyncLock(Holder):
+class AsyncLock(AsyncLease):
     """A distributed mutex on one Redis (or one Redis Cluster slot).
 
     Pick it to run a job once, serialize work on a key, or elect a leader. Algorithm: the
@@ -87,7 +85,7 @@ class AsyncLock(Holder):
     __slots__ = ()
 
     def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
-        Holder.__init__(self, client, name, **options)
+        AsyncLease.__init__(self, client, name, **options)
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.
@@ -117,47 +115,6 @@ class AsyncLock(Holder):
         wait = core.check_acquire_args(blocking, timeout)
         return await _steps.acquire(self, core, core.acquire_flow(wait, blocking))
 
-    async def release(self) -> None:
-        """Release the lock if this object still holds it (compare-and-delete, one round trip).
-
-        Wakes one waiter. Stops the watchdog for this hold.
-        (asyncio) If cancelled, the release still completes in the background and updates
-            the object.
-
-        Raises:
-            NotOwnedError: this object does not hold the lock (never acquired, released).
-            LockLostError: the lease was lost before release (expired, taken, unrenewable);
-                the key of another holder is never touched.
-            redis.exceptions.RedisError: Redis failed; the object still holds the lock and
-                release may be retried.
-        """
-        core = self._core
-        await _steps.release(self, core, core.require_holding(allow_lost=True))
-
-    async def extend(self, seconds: float, *, replace: bool = False) -> float:
-        """Lengthen the lease of the current hold (owner-checked, one round trip).
-
-        Args:
-            seconds: seconds to add to the remaining TTL, or with ``replace=True`` the new
-                TTL in seconds.
-            replace: set the TTL to ``seconds`` instead of adding.
-
-        Returns:
-            The new TTL in seconds.
-
-        Raises:
-            LockConfigError: bad ``seconds`` (before any I/O).
-            NotOwnedError: this object does not hold the lock.
-            LockLostError: the lease was lost; an expired lock is never re-created.
-            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
-                master has it, the local lease estimate was not lengthened.
-            redis.exceptions.RedisError: Redis failed.
-        """
-        amount = validate.check_duration("seconds", seconds)
-        h = self._core.require_holding()
-        mode = "set" if replace else "add"
-        return await run(self._client, self._core.extend_flow(h, amount, mode))
-
     async def locked(self) -> bool:
         """Whether anybody holds the lock now (one round trip).
 
@@ -165,22 +122,6 @@ class AsyncLock(Holder):
             redis.exceptions.RedisError: Redis failed.
         """
         return await run(self._client, self._core.locked_flow())
-
-    async def owned(self) -> bool:
-        """Whether this object's token holds the lock in Redis now (one round trip if held).
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return await run(self._client, self._core.owned_flow())
-
-    async def remaining(self) -> float | None:
-        """Seconds left on the lease if this object holds the lock, else None.
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return await run(self._client, self._core.remaining_flow())
 
     async def adopt(self, token: str) -> None:
         """Take over a hold by its owner token (from :meth:`detach` in another process).
@@ -201,17 +142,3 @@ class AsyncLock(Holder):
         if not await self.acquire():
             raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            await self.release()
-            return
-        try:
-            await self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")

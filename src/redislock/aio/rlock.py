@@ -5,16 +5,15 @@ key."""
 from __future__ import annotations
 
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack, final
 
-from redislock._core import validate
 from redislock._core.hold import HoldCore
 from redislock._core.lock import LockCore
 from redislock._core.options import LockKwargs
-from redislock._handle import Holder, Unit
+from redislock._handle import Unit
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
+from redislock.aio._lease import AsyncLease
 from redislock.errors import (
     AcquireTimeoutError,
     LockLostError,
@@ -25,7 +24,7 @@ from redislock.errors import (
 __all__ = ["AsyncRLock", "AsyncReadLock", "AsyncReadWriteLock", "AsyncWriteLock"]
 
 
-class _Reentrant(Holder):
+class _Reentrant(AsyncLease):
     """Holds of one mode (``w`` or ``r``), one per task, each reentrant."""
 
     _clients = _flavour.CLIENTS
@@ -36,11 +35,11 @@ class _Reentrant(Holder):
     __slots__ = ("_units",)
 
     def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
-        Holder.__init__(self, client, name, **options)
+        AsyncLease.__init__(self, client, name, **options)
         self._units: dict[_flavour.Owner, Unit] = {}
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        return HoldCore.for_mode(Holder._make_core(self, client, name, options), self._mode)
+        return HoldCore.for_mode(AsyncLease._make_core(self, client, name, options), self._mode)
 
     # ------------------------------------------------------------------ owners
 
@@ -148,29 +147,6 @@ class _Reentrant(Holder):
         h = self._mine().live()
         return 0 if h is None else h.count
 
-    async def extend(self, seconds: float, *, replace: bool = False) -> float:
-        """Lengthen the calling task's lease (owner-checked, one round trip).
-
-        Args:
-            seconds: seconds to add, or with ``replace=True`` the new TTL in seconds.
-            replace: set the TTL to ``seconds`` instead of adding.
-
-        Returns:
-            The new TTL in seconds.
-
-        Raises:
-            LockConfigError: bad ``seconds`` (before any I/O).
-            NotOwnedError: the calling task holds nothing.
-            LockLostError: the hold was lost; it is never re-created.
-            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
-                master has it, the local lease estimate was not lengthened.
-            redis.exceptions.RedisError: Redis failed.
-        """
-        amount = validate.check_duration("seconds", seconds)
-        core = self._mine()
-        h = core.require_holding()
-        return await run(self._client, core.extend_flow(h, amount, "set" if replace else "add"))
-
     async def locked(self) -> bool:
         """Whether anybody holds the key now: a writer or reader (one round trip).
 
@@ -178,22 +154,6 @@ class _Reentrant(Holder):
             redis.exceptions.RedisError: Redis failed.
         """
         return await run(self._client, self._core.locked_flow())
-
-    async def owned(self) -> bool:
-        """Whether the calling task's hold exists in Redis now (one round trip if held).
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return await run(self._client, self._mine().owned_flow())
-
-    async def remaining(self) -> float | None:
-        """Seconds left on the calling task's lease, or None if it holds nothing.
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return await run(self._client, self._mine().remaining_flow())
 
     async def adopt(self, token: str) -> None:
         """Make a hold detached elsewhere (``detach()``) the calling task's, count and all.
@@ -216,20 +176,6 @@ class _Reentrant(Holder):
         if not await self.acquire():
             raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            await self.release()
-            return
-        try:
-            await self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")
 
 
 @final

@@ -4,23 +4,22 @@
 from __future__ import annotations
 
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack, final
 
-from redislock._core import validate
 from redislock._core.hold import HoldCore, check_permits, permit_id
 from redislock._core.lock import LockCore
 from redislock._core.options import LockKwargs
-from redislock._handle import Handle, Holder
+from redislock._handle import Handle
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
+from redislock.aio._lease import AsyncLease
 from redislock.errors import AcquireTimeoutError
 
 __all__ = ["AsyncPermit", "AsyncSemaphore"]
 
 
 @final
-class AsyncPermit(Holder):
+class AsyncPermit(AsyncLease):
     """One acquired permit of an :class:`AsyncSemaphore` (returned by ``acquire()``).
 
     It has its own owner token, fencing token and lease (renewed by the watchdog when the
@@ -28,6 +27,7 @@ class AsyncPermit(Holder):
     """
 
     __slots__ = ()
+    _noun = "a permit of"
 
     @classmethod
     def _of(cls, client: Any, core: HoldCore) -> Self:
@@ -43,66 +43,8 @@ class AsyncPermit(Holder):
         h = self._core.current()
         return "" if h is None else permit_id(h.token)
 
-    async def release(self) -> None:
-        """Give the permit back (owner-checked, one round trip) and wake one waiter.
-
-        Raises:
-            NotOwnedError: already released.
-            LockLostError: the permit's lease ran out (or it was force-released) first.
-            redis.exceptions.RedisError: Redis failed; the permit is kept and release may
-                be retried.
-        """
-        await _steps.release(self, self._core, self._core.require_holding(allow_lost=True))
-
-    async def extend(self, seconds: float, *, replace: bool = False) -> float:
-        """Lengthen this permit's lease; returns the new TTL in seconds.
-
-        Raises:
-            LockConfigError: bad ``seconds``.
-            NotOwnedError: released.
-            LockLostError: the permit was lost; it is never re-created.
-            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
-                master has it, the local lease estimate was not lengthened.
-            redis.exceptions.RedisError: Redis failed.
-        """
-        amount = validate.check_duration("seconds", seconds)
-        h = self._core.require_holding()
-        return await run(
-            self._client, self._core.extend_flow(h, amount, "set" if replace else "add")
-        )
-
-    async def owned(self) -> bool:
-        """Whether this permit still exists in Redis (one round trip).
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return await run(self._client, self._core.owned_flow())
-
-    async def remaining(self) -> float | None:
-        """Seconds left on this permit's lease, or None once released or lost.
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return await run(self._client, self._core.remaining_flow())
-
     async def __aenter__(self) -> Self:
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            await self.release()
-            return
-        try:
-            await self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing a permit of {self.name!r} also failed: {err!r}")
 
 
 @final

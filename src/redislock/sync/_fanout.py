@@ -15,7 +15,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import Packer, memory_of, settle
+from redislock._core.quorum import Packer, fast_masters, memory_of, settle
 from redislock.sync._driver import execute
 from redislock.sync.renewer import Workers
 
@@ -102,9 +102,7 @@ class Masters:
         packer = Packer()
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
         try:
-            for i, sub in enumerate(op.ops):
-                if sub is None or i in slow:
-                    continue
+            for i, sub in fast_masters(op, slow):
                 pool = self.clients[i].connection_pool
                 try:
                     conn = pool.get_connection()

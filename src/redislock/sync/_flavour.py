@@ -12,17 +12,6 @@ from typing import Final, TypeAlias
 import redis
 import redis.cluster
 
-__all__ = [
-    "CLIENTS",
-    "CLIENTS_TEXT",
-    "NAME",
-    "Master",
-    "Owner",
-    "current_owner",
-    "owner",
-    "sleep",
-]
-
 NAME: Final = "sync"
 CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
 CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"

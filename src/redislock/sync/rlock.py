@@ -7,14 +7,12 @@ key."""
 from __future__ import annotations
 
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack, final
 
-from redislock._core import validate
 from redislock._core.hold import HoldCore
 from redislock._core.lock import LockCore
 from redislock._core.options import LockKwargs
-from redislock._handle import Holder, Unit
+from redislock._handle import Unit
 from redislock.errors import (
     AcquireTimeoutError,
     LockLostError,
@@ -23,11 +21,12 @@ from redislock.errors import (
 )
 from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
+from redislock.sync._lease import Lease
 
 __all__ = ["RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
 
-class _Reentrant(Holder):
+class _Reentrant(Lease):
     """Holds of one mode (``w`` or ``r``), one per thread, each reentrant."""
 
     _clients = _flavour.CLIENTS
@@ -38,11 +37,11 @@ class _Reentrant(Holder):
     __slots__ = ("_units",)
 
     def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
-        Holder.__init__(self, client, name, **options)
+        Lease.__init__(self, client, name, **options)
         self._units: dict[_flavour.Owner, Unit] = {}
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        return HoldCore.for_mode(Holder._make_core(self, client, name, options), self._mode)
+        return HoldCore.for_mode(Lease._make_core(self, client, name, options), self._mode)
 
     # ------------------------------------------------------------------ owners
 
@@ -145,29 +144,6 @@ class _Reentrant(Holder):
         h = self._mine().live()
         return 0 if h is None else h.count
 
-    def extend(self, seconds: float, *, replace: bool = False) -> float:
-        """Lengthen the calling thread's lease (owner-checked, one round trip).
-
-        Args:
-            seconds: seconds to add, or with ``replace=True`` the new TTL in seconds.
-            replace: set the TTL to ``seconds`` instead of adding.
-
-        Returns:
-            The new TTL in seconds.
-
-        Raises:
-            LockConfigError: bad ``seconds`` (before any I/O).
-            NotOwnedError: the calling thread holds nothing.
-            LockLostError: the hold was lost; it is never re-created.
-            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
-                master has it, the local lease estimate was not lengthened.
-            redis.exceptions.RedisError: Redis failed.
-        """
-        amount = validate.check_duration("seconds", seconds)
-        core = self._mine()
-        h = core.require_holding()
-        return run(self._client, core.extend_flow(h, amount, "set" if replace else "add"))
-
     def locked(self) -> bool:
         """Whether anybody holds the key now: a writer or reader (one round trip).
 
@@ -175,22 +151,6 @@ class _Reentrant(Holder):
             redis.exceptions.RedisError: Redis failed.
         """
         return run(self._client, self._core.locked_flow())
-
-    def owned(self) -> bool:
-        """Whether the calling thread's hold exists in Redis now (one round trip if held).
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return run(self._client, self._mine().owned_flow())
-
-    def remaining(self) -> float | None:
-        """Seconds left on the calling thread's lease, or None if it holds nothing.
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return run(self._client, self._mine().remaining_flow())
 
     def adopt(self, token: str) -> None:
         """Make a hold detached elsewhere (``detach()``) the calling thread's, count and all.
@@ -213,20 +173,6 @@ class _Reentrant(Holder):
         if not self.acquire():
             raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.release()
-            return
-        try:
-            self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing lock {self.name!r} also failed: {err!r}")
 
 
 @final

@@ -6,23 +6,22 @@
 from __future__ import annotations
 
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack, final
 
-from redislock._core import validate
 from redislock._core.hold import HoldCore, check_permits, permit_id
 from redislock._core.lock import LockCore
 from redislock._core.options import LockKwargs
-from redislock._handle import Handle, Holder
+from redislock._handle import Handle
 from redislock.errors import AcquireTimeoutError
 from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
+from redislock.sync._lease import Lease
 
 __all__ = ["Permit", "Semaphore"]
 
 
 @final
-class Permit(Holder):
+class Permit(Lease):
     """One acquired permit of a :class:`Semaphore` (returned by ``acquire()``).
 
     It has its own owner token, fencing token and lease (renewed by the watchdog when the
@@ -30,6 +29,7 @@ class Permit(Holder):
     """
 
     __slots__ = ()
+    _noun = "a permit of"
 
     @classmethod
     def _of(cls, client: Any, core: HoldCore) -> Self:
@@ -45,64 +45,8 @@ class Permit(Holder):
         h = self._core.current()
         return "" if h is None else permit_id(h.token)
 
-    def release(self) -> None:
-        """Give the permit back (owner-checked, one round trip) and wake one waiter.
-
-        Raises:
-            NotOwnedError: already released.
-            LockLostError: the permit's lease ran out (or it was force-released) first.
-            redis.exceptions.RedisError: Redis failed; the permit is kept and release may
-                be retried.
-        """
-        _steps.release(self, self._core, self._core.require_holding(allow_lost=True))
-
-    def extend(self, seconds: float, *, replace: bool = False) -> float:
-        """Lengthen this permit's lease; returns the new TTL in seconds.
-
-        Raises:
-            LockConfigError: bad ``seconds``.
-            NotOwnedError: released.
-            LockLostError: the permit was lost; it is never re-created.
-            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
-                master has it, the local lease estimate was not lengthened.
-            redis.exceptions.RedisError: Redis failed.
-        """
-        amount = validate.check_duration("seconds", seconds)
-        h = self._core.require_holding()
-        return run(self._client, self._core.extend_flow(h, amount, "set" if replace else "add"))
-
-    def owned(self) -> bool:
-        """Whether this permit still exists in Redis (one round trip).
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return run(self._client, self._core.owned_flow())
-
-    def remaining(self) -> float | None:
-        """Seconds left on this permit's lease, or None once released or lost.
-
-        Raises:
-            redis.exceptions.RedisError: Redis failed.
-        """
-        return run(self._client, self._core.remaining_flow())
-
     def __enter__(self) -> Self:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.release()
-            return
-        try:
-            self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing a permit of {self.name!r} also failed: {err!r}")
 
 
 @final

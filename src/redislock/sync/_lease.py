@@ -1,0 +1,97 @@
+# Generated from src/redislock/aio/_lease.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
+# SPDX-License-Identifier: MIT
+"""``Lease``: the I/O every holder of a lease has (release, extend, owned, remaining,
+the end of ``with``), shared by :class:`Lock`, the reentrant kinds and
+:class:`Permit`."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import ClassVar
+
+from redislock._core import validate
+from redislock._handle import Holder
+from redislock.sync import _steps
+from redislock.sync._driver import run
+
+__all__ = ["Lease"]
+
+
+class Lease(Holder):
+    """A holder's own I/O. The hold is the calling owner's (``_mine()``): this object's,
+    or for a reentrant lock the calling thread's."""
+
+    __slots__ = ()
+    _noun: ClassVar[str] = "lock"
+    """What a failed release names in the note it adds to the body's exception."""
+
+    def release(self) -> None:
+        """Release the hold if it is still this object's (compare-and-delete, one round trip).
+
+        Wakes one waiter. Stops the watchdog for this hold.
+
+        Raises:
+            NotOwnedError: nothing is held (never acquired, or released).
+            LockLostError: the lease was lost before release (expired, taken, unrenewable);
+                the key of another holder is never touched.
+            redis.exceptions.RedisError: Redis failed; the hold is kept and release may be
+                retried.
+        """
+        core = self._core
+        _steps.release(self, core, core.require_holding(allow_lost=True))
+
+    def extend(self, seconds: float, *, replace: bool = False) -> float:
+        """Lengthen the lease of the current hold (owner-checked, one round trip).
+
+        Args:
+            seconds: seconds to add to the remaining TTL, or with ``replace=True`` the new
+                TTL in seconds.
+            replace: set the TTL to ``seconds`` instead of adding.
+
+        Returns:
+            The new TTL in seconds.
+
+        Raises:
+            LockConfigError: bad ``seconds`` (before any I/O).
+            NotOwnedError: nothing is held.
+            LockLostError: the lease was lost; an expired hold is never re-created.
+            ReplicationError: fewer than ``replicas`` replicas acknowledged the new TTL; the
+                master has it, the local lease estimate was not lengthened.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        amount = validate.check_duration("seconds", seconds)
+        core = self._mine()
+        h = core.require_holding()
+        mode = "set" if replace else "add"
+        return run(self._client, core.extend_flow(h, amount, mode))
+
+    def owned(self) -> bool:
+        """Whether the hold still exists in Redis now (one round trip if held).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._mine().owned_flow())
+
+    def remaining(self) -> float | None:
+        """Seconds left on the lease of the current hold, or None when nothing is held.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return run(self._client, self._mine().remaining_flow())
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as err:  # never mask the body's own exception
+            exc.add_note(f"redislock: releasing {self._noun} {self.name!r} also failed: {err!r}")

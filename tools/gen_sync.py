@@ -5,16 +5,17 @@ source; ``src/redislock/sync/X.py`` is written from it and checked in.
     python3 tools/gen_sync.py          # rewrite the generated files
     python3 tools/gen_sync.py --check  # exit 1 if one is stale (the test suite checks too)
 
-The code is turned by unasync (https://github.com/python-trio/unasync, the package httpcore
-and urllib3 use): ``async``/``await`` go, ``__aenter__`` becomes ``__enter__``, and the names
-in :data:`NAMES` are swapped. Strings and comments (docstrings, messages) get the same names
+The code is turned by unasync (https://github.com/python-trio/unasync; elasticsearch-py
+generates its sync client with it, httpcore does the same with a script of its own):
+``async``/``await`` go, ``__aenter__`` becomes ``__enter__``, and the names in
+:data:`NAMES` are swapped. Strings and comments (docstrings, messages) get the same names
 and the phrases in :data:`PHRASES`; in docstrings, what only asyncio has is dropped: a line
 marked ``(asyncio)`` or naming ``asyncio.CancelledError:`` (with the lines indented under
 it), and a paragraph that starts ``Cancellation (asyncio):``. Then ruff sorts the imports
 and formats the result.
-What differs by design is hand-written in each flavour: ``_flavour`` (client types, owner,
-sleep), ``_steps`` (acquire/release steps; cancellation in asyncio), ``_fanout`` (Redlock's
-masters) and ``renewer`` (the watchdog).
+What differs by design is hand-written in each flavour (:data:`HAND_WRITTEN`): ``_flavour``
+(client types, owner, sleep), ``_steps`` (acquire/release steps; cancellation in asyncio),
+``_fanout`` (Redlock's masters) and ``renewer`` (the watchdog).
 """
 
 from __future__ import annotations
@@ -32,36 +33,26 @@ ROOT = Path(__file__).resolve().parent.parent
 AIO = ROOT / "src" / "redislock" / "aio"
 SYNC = ROOT / "src" / "redislock" / "sync"
 
-SOURCES = (
-    "_driver.py",
-    "_lease.py",
-    "fair.py",
-    "lock.py",
-    "multi.py",
-    "multiredlock.py",
-    "redlock.py",
-    "rlock.py",
-    "semaphore.py",
-)
-"""The asyncio modules the sync flavour is generated from (by file name, in aio/)."""
+HAND_WRITTEN = frozenset({"__init__.py", "_fanout.py", "_flavour.py", "_steps.py", "renewer.py"})
+"""The modules written by hand in each flavour: what differs by design."""
 
-NAMES = {
-    "AsyncFairLock": "FairLock",
-    "AsyncLease": "Lease",
-    "AsyncLock": "Lock",
-    "AsyncMasters": "Masters",
-    "AsyncMultiLock": "MultiLock",
-    "AsyncMultiRedlock": "MultiRedlock",
-    "AsyncPermit": "Permit",
-    "AsyncRLock": "RLock",
-    "AsyncReadLock": "ReadLock",
-    "AsyncReadWriteLock": "ReadWriteLock",
-    "AsyncRedlock": "Redlock",
-    "AsyncSemaphore": "Semaphore",
-    "AsyncWriteLock": "WriteLock",
-    "aio": "sync",
-}
-"""Identifiers swapped in code (unasync's own list adds ``__aenter__`` and friends)."""
+SOURCES = tuple(sorted(p.name for p in AIO.glob("*.py") if p.name not in HAND_WRITTEN))
+"""The asyncio modules the sync flavour is generated from (by file name, in aio/): all
+but :data:`HAND_WRITTEN`, so a new shell needs no entry here."""
+
+
+def _names() -> dict[str, str]:
+    """Identifiers swapped in code: every ``Async<Name>`` the sources define or use becomes
+    ``<Name>`` (unasync's own list adds ``__aenter__`` and friends), and ``aio`` ``sync``."""
+    found: set[str] = set()
+    for name in SOURCES:
+        found.update(re.findall(r"\bAsync[A-Z]\w*", (AIO / name).read_text(encoding="utf-8")))
+    names = {n: n.removeprefix("Async") for n in sorted(found)}
+    names["aio"] = "sync"
+    return names
+
+
+NAMES = _names()
 
 PHRASES = (
     (r"\bredis\.asyncio\.RedisCluster\b", "redis.cluster.RedisCluster"),

@@ -18,7 +18,7 @@ from typing import Final
 
 from redislock._core import validate
 from redislock._core.keys import FairKeys
-from redislock._core.lock import Holding, LockCore, holder_meta, new_token
+from redislock._core.lock import Holding, LockCore, holder_meta, new_token, no_ttl
 from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
@@ -98,7 +98,7 @@ class FairCore(LockCore):
                 status = as_str(reply[0])
                 if status == "ok":
                     if (yield from self._held(token, as_int(reply[1]), sent, as_int(reply[2]))):
-                        return self._counted(start)
+                        return self._won(start)
                     continue  # gone before it was confirmed: queue again
                 if status == "full":
                     self.counters.failed_acquisitions += 1
@@ -107,10 +107,7 @@ class FairCore(LockCore):
                     raise UnexpectedReplyError(f"fair acquire replied {reply!r}")
                 pttl = as_int(reply[1])
                 if pttl == -1:
-                    raise UnexpectedReplyError(
-                        f"lock key {self.fkeys.lock!r} exists without a TTL: it was not "
-                        "written by redislock (or was PERSISTed); it would never expire"
-                    )
+                    raise no_ttl(self.fkeys.lock)
                 queued = waiter_ms > 0
                 now = time.monotonic()
                 if waiter_ms == 0 or (deadline is not None and now >= deadline):
@@ -119,20 +116,13 @@ class FairCore(LockCore):
                         if as_str(reply[0]) == "ok":  # granted just before we gave up
                             fence, ms = as_int(reply[1]), as_int(reply[2])
                             if (yield from self._held(token, fence, now, ms)):
-                                return self._counted(start)
-                    self.counters.failed_acquisitions += 1
-                    self.counters.total_wait += now - start
-                    return False
-                block = min(self.recheck_interval, self.waiter_lease / 3.0)
-                if pttl >= 0:
-                    block = min(block, pttl / 1000.0 + 0.001)
-                if deadline is not None:
-                    block = min(block, deadline - now)
-                if self.max_block is not None:
-                    block = min(block, self.max_block)
+                                return self._won(start)
+                    return self._gave_up(start, now)
+                longest = min(self.recheck_interval, self.waiter_lease / 3.0)
+                block = self._pause(longest, pttl, deadline, now)
                 sent = time.monotonic()
                 try:
-                    popped = yield BlockPop(grant, max(block, 0.001))
+                    popped = yield BlockPop(grant, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)
@@ -140,7 +130,7 @@ class FairCore(LockCore):
                 if popped is not None:  # the release ahead of us granted us the lock
                     # The grant began after the BLPOP was sent: the lease estimate is safe.
                     if (yield from self._held(token, as_int(popped[1]), sent, self.lease_ms)):
-                        return self._counted(start)
+                        return self._won(start)
                     continue  # gone before it was confirmed: queue again
         finally:
             self.pending_token = None
@@ -174,11 +164,6 @@ class FairCore(LockCore):
             h.run_id = yield from self._granted(token, ack)
         self.holding = h
         self.last_lost = False
-        return True
-
-    def _counted(self, start: float) -> bool:
-        self.counters.acquisitions += 1
-        self.counters.total_wait += time.monotonic() - start
         return True
 
     def _release_op(self, token: str) -> Eval:

@@ -192,29 +192,17 @@ class HoldCore(LockCore):
                         count=as_int(reply[2]),
                         run_id=run_id,
                     )
-                    self.last_lost = False
-                    self.counters.acquisitions += 1
-                    self.counters.total_wait += time.monotonic() - start
-                    return True
+                    return self._won(start)
                 if status != "busy":
                     raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
                 now = time.monotonic()
                 if marker_ms == 0 or (deadline is not None and now >= deadline):
                     if marker_ms and self.mode != "r":  # no longer counts as waiting
                         yield self._op("leave", token)
-                    self.counters.failed_acquisitions += 1
-                    self.counters.total_wait += now - start
-                    return False
-                block = self.recheck_interval
-                hint = as_int(reply[1])
-                if hint >= 0:
-                    block = min(block, hint / 1000.0 + 0.001)
-                if deadline is not None:
-                    block = min(block, deadline - now)
-                if self.max_block is not None:
-                    block = min(block, self.max_block)
+                    return self._gave_up(start, now)
+                block = self._pause(self.recheck_interval, as_int(reply[1]), deadline, now)
                 try:
-                    yield BlockPop(wake, max(block, 0.001))
+                    yield BlockPop(wake, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)
@@ -242,14 +230,7 @@ class HoldCore(LockCore):
             raise UnexpectedReplyError(f"hold release replied {reply!r}")
         if self.holding is h:
             self.holding = None
-        if retry and status == "gone" and not h.lost:
-            return
-        if h.lost:
-            self.last_lost = True
-            raise LockLostError(self.name, h.lost_reason)
-        if status != "ok":
-            self.last_lost = True
-            raise LockLostError(self.name, self._why(h, status))
+        self._released(h, status, retry=retry)
 
     def _release_op(self, token: str) -> Eval:
         return self._op("release", token)

@@ -60,6 +60,7 @@ __all__ = [
     "LockStatistics",
     "holder_meta",
     "new_token",
+    "no_ttl",
     "token_tag",
     "why",
 ]
@@ -79,6 +80,14 @@ _HOST = "".join(ch for ch in socket.gethostname() if ch.isprintable() and ch != 
 def new_token() -> str:
     """A fresh owner token: 128 bits from the OS CSPRNG (as :mod:`secrets`), 32 hex characters."""
     return os.urandom(16).hex()  # what secrets.token_hex(16) does, one call less
+
+
+def no_ttl(key: str) -> UnexpectedReplyError:
+    """The error for a lock key that has no TTL (redislock never writes one)."""
+    return UnexpectedReplyError(
+        f"lock key {key!r} exists without a TTL: it was not written by redislock (or was "
+        "PERSISTed); it would never expire"
+    )
 
 
 def token_tag(token: str) -> str:
@@ -431,31 +440,17 @@ class LockCore:
                         expires_at=sent + self.lease,
                         run_id=run_id,
                     )
-                    self.last_lost = False
-                    self.counters.acquisitions += 1
-                    self.counters.total_wait += time.monotonic() - start
-                    return True
+                    return self._won(start)
                 if status != "busy":
                     raise UnexpectedReplyError(f"lock_acquire replied {reply!r}")
                 pttl = as_int(reply[1])
                 if pttl == -1:
-                    raise UnexpectedReplyError(
-                        f"lock key {keys.lock!r} exists without a TTL: it was not written by "
-                        "redislock (or was PERSISTed); it would never expire"
-                    )
+                    raise no_ttl(keys.lock)
                 now = time.monotonic()
                 if marker_ms == 0 or (deadline is not None and now >= deadline):
-                    self.counters.failed_acquisitions += 1
-                    self.counters.total_wait += now - start
-                    return False
-                block = self.recheck_interval
-                if pttl >= 0:
-                    block = min(block, pttl / 1000.0 + 0.001)
-                if deadline is not None:
-                    block = min(block, deadline - now)
-                if self.max_block is not None:
-                    block = min(block, self.max_block)
-                yield BlockPop(keys.wake, max(block, 0.001))
+                    return self._gave_up(start, now)
+                block = self._pause(self.recheck_interval, pttl, deadline, now)
+                yield BlockPop(keys.wake, block)
         finally:
             self.pending_token = None
 
@@ -477,6 +472,12 @@ class LockCore:
         if status not in ("ok", "gone", "taken"):
             raise UnexpectedReplyError(f"lock_release replied {reply!r}")
         self._check_master(h, status, ack)
+        self._released(h, status, retry=retry)
+
+    def _released(self, h: Holding, status: str, *, retry: bool) -> None:
+        """The end of a release whose script ran and replied ``status``: raises
+        :class:`LockLostError` if the hold was lost or gone (unless ``retry`` repeats a
+        release whose first reply was lost, when "gone" most likely means it worked)."""
         if retry and status == "gone" and not h.lost:
             return
         if h.lost:
@@ -485,6 +486,32 @@ class LockCore:
         if status != "ok":
             self.last_lost = True
             raise LockLostError(self.name, self._why(h, status))
+
+    def _won(self, start: float) -> bool:
+        """Count the acquire that began at ``start`` (monotonic seconds) as won."""
+        self.last_lost = False
+        self.counters.acquisitions += 1
+        self.counters.total_wait += time.monotonic() - start
+        return True
+
+    def _gave_up(self, start: float, now: float) -> bool:
+        """Count the acquire that began at ``start`` as given up at ``now``."""
+        self.counters.failed_acquisitions += 1
+        self.counters.total_wait += now - start
+        return False
+
+    def _pause(self, longest: float, pttl_ms: int, deadline: float | None, now: float) -> float:
+        """Seconds a waiter blocks before its next try: at most ``longest``, the holder's
+        remaining TTL (``pttl_ms`` >= 0) plus 1 ms, the time left before ``deadline`` and
+        ``max_block``; at least 1 ms."""
+        block = longest
+        if pttl_ms >= 0:
+            block = min(block, pttl_ms / 1000.0 + 0.001)
+        if deadline is not None:
+            block = min(block, deadline - now)
+        if self.max_block is not None:
+            block = min(block, self.max_block)
+        return max(block, 0.001)
 
     def release_failed(self, h: Holding) -> bool:
         """After a release that got no reply: the object keeps the hold (it may still be

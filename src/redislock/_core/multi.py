@@ -42,6 +42,7 @@ from redislock._core.lock import (
     LockStatistics,
     holder_meta,
     new_token,
+    no_ttl,
     why,
 )
 from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
@@ -292,31 +293,17 @@ class MultiCore(LockCore):
                         fences=result,
                         chunks=dict(enumerate(self.chunks)),
                     )
-                    self.last_lost = False
-                    self.counters.acquisitions += 1
-                    self.counters.total_wait += time.monotonic() - start
-                    return True
+                    return self._won(start)
+                busy = LockKeys.for_name(result.name, self.prefix)
                 if result.pttl_ms == -1:
-                    key = LockKeys.for_name(result.name, self.prefix).lock
-                    raise UnexpectedReplyError(
-                        f"lock key {key!r} exists without a TTL: it was not written by "
-                        "redislock (or was PERSISTed); it would never expire"
-                    )
+                    raise no_ttl(busy.lock)
                 now = time.monotonic()
                 if marker_ms == 0 or (deadline is not None and now >= deadline):
-                    self.counters.failed_acquisitions += 1
-                    self.counters.total_wait += now - start
-                    return False
-                block = self.recheck_interval
-                if result.pttl_ms >= 0:
-                    block = min(block, result.pttl_ms / 1000.0 + 0.001)
-                if deadline is not None:
-                    block = min(block, deadline - now)
-                if self.max_block is not None:
-                    block = min(block, self.max_block)
+                    return self._gave_up(start, now)
+                block = self._pause(self.recheck_interval, result.pttl_ms, deadline, now)
                 # Nothing is held while we wait: a cancelled wait has nothing to give back.
                 self.pending_token = None
-                yield BlockPop(LockKeys.for_name(result.name, self.prefix).wake, max(block, 0.001))
+                yield BlockPop(busy.wake, block)
                 self.pending_token = token
         finally:
             self.pending_token = None

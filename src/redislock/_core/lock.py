@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Self, TypeAlias
 
 from redislock._core import validate
+from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.keys import LockKeys
 from redislock._core.ops import (
     Acked,
@@ -72,29 +71,10 @@ _RELEASE = SCRIPTS["lock_release"]
 _EXTEND = SCRIPTS["lock_extend"]
 _STATUS = SCRIPTS["lock_status"]
 
-_HOST = "".join(ch for ch in socket.gethostname() if ch.isprintable() and ch != "|")[:64]
-
 
 def new_token() -> str:
     """A fresh owner token: 128 bits from the OS CSPRNG (as :mod:`secrets`), 32 hex characters."""
     return os.urandom(16).hex()  # what secrets.token_hex(16) does, one call less
-
-
-def token_tag(token: str) -> str:
-    """A short, non-secret tag of a token for logs and ``repr``: 8 hex digits of SHA-256."""
-    return hashlib.sha256(token.encode()).hexdigest()[:8]
-
-
-_meta_prefix: tuple[int, str] = (0, "")
-
-
-def holder_meta() -> str:
-    """Holder metadata ``<host>|<pid>|<acquired_unix_ms>`` (the pid part cached per process)."""
-    global _meta_prefix
-    pid = os.getpid()
-    if _meta_prefix[0] != pid:
-        _meta_prefix = (pid, f"{_HOST}|{pid}|")
-    return _meta_prefix[1] + str(int(time.time() * 1000))
 
 
 @dataclass(slots=True, eq=False)
@@ -702,39 +682,3 @@ def why(status: str) -> str:
     if status == "gone":
         return "the lease expired or the key was deleted"
     return "another holder has the lock"
-
-
-@dataclass(frozen=True, slots=True)
-class HolderInfo:
-    """Who holds a lock, decoded from the lock key's value (no secret in it).
-
-    Attributes:
-        host: host name of the holder.
-        pid: process id of the holder.
-        acquired_at: Unix time of the acquisition, in seconds.
-        token_tag: first 8 hex digits of SHA-256 of the owner token (the token is secret).
-    """
-
-    host: str
-    pid: int
-    acquired_at: float
-    token_tag: str
-
-    @classmethod
-    def parse(cls, value: object) -> HolderInfo | None:
-        """Decode ``"<token>|<host>|<pid>|<acquired_unix_ms>"``; None if malformed."""
-        if not isinstance(value, bytes | str):
-            return None
-        parts = as_str(value).split("|")
-        if len(parts) != 4:
-            return None
-        token, host, pid, acquired = parts
-        try:
-            return cls(
-                host=host,
-                pid=int(pid),
-                acquired_at=int(acquired) / 1000.0,
-                token_tag=token_tag(token),
-            )
-        except ValueError:
-            return None

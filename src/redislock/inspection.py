@@ -61,14 +61,17 @@ def inspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo
         A name nobody ever used gives ``kind="none"``, ``held=False``.
 
     Raises:
-        LockConfigError: a bad ``name`` or ``prefix``, or an asyncio client (use
-            :func:`ainspect`); raised before any I/O.
+        LockConfigError: a bad ``name`` or ``prefix``, or ``client`` is not one of those
+            (an asyncio client: use :func:`ainspect`); raised before any I/O.
         redis.exceptions.RedisError: from the client, as redis-py raised it (e.g.
             ``ConnectionError``, ``TimeoutError``, ``NoPermissionError``).
         UnexpectedReplyError: the server replied something redislock cannot read.
     """
-    if isinstance(client, _ASYNC_CLIENTS):
-        raise LockConfigError("inspect() needs a sync client; use ainspect() with an asyncio one")
+    if not isinstance(client, _SYNC_CLIENTS):
+        raise LockConfigError(
+            "inspect() needs a redis.Redis or redis.cluster.RedisCluster (for asyncio use "
+            f"ainspect()), got {type(client).__name__}"
+        )
     return run_flow(client, inspection_flow(name, prefix))
 
 
@@ -85,11 +88,14 @@ async def ainspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> L
         A :class:`LockInfo`, as :func:`inspect` returns it (durations in seconds).
 
     Raises:
-        LockConfigError: a bad ``name`` or ``prefix``, or a sync client (use
-            :func:`inspect`); raised before any I/O.
+        LockConfigError: a bad ``name`` or ``prefix``, or ``client`` is not one of those
+            (a sync client: use :func:`inspect`); raised before any I/O.
         redis.exceptions.RedisError: from the client, as redis-py raised it.
         UnexpectedReplyError: the server replied something redislock cannot read.
     """
-    if isinstance(client, _SYNC_CLIENTS):
-        raise LockConfigError("ainspect() needs an asyncio client; use inspect() with a sync one")
+    if not isinstance(client, _ASYNC_CLIENTS):
+        raise LockConfigError(
+            "ainspect() needs a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+            f"(for a sync client use inspect()), got {type(client).__name__}"
+        )
     return await arun_flow(client, inspection_flow(name, prefix))

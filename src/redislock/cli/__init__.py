@@ -3,6 +3,12 @@
 ReadWriteLock, a FairLock, or a Semaphore permit), inspect, list, force-release (every
 kind), the lottery demo, and the embedded server.
 
+This module holds :func:`main`, the argument parser and what every subcommand shares
+(:func:`connect`, :class:`CliError`, the exit statuses); each subcommand lives in its own
+module (``run``, ``inspecting``, ``listing``, ``force_release``, ``demo``, ``torture``,
+``server_cmd``; ``render`` shows a :class:`~redislock.inspection.LockInfo`), imported when
+it runs.
+
 Exit status (also in the README):
     0     success (``run``: CMD's own status is passed through)
     64    bad usage or invalid argument (EX_USAGE); ``run``: NAME is in use by another kind

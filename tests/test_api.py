@@ -67,13 +67,25 @@ def test_core_names_are_exported() -> None:
     assert {"Lock", "AsyncLock", "LockStatistics", "__version__"} <= set(redislock.__all__)
 
 
+FUNCTIONS = {"ainspect", "inspect"}
+"""The exported functions; every other export but ``__version__`` is a class."""
+
+
 def test_exported_classes_claim_the_package_as_module() -> None:
     classes = {n: obj for n, obj in exported_objects().items() if isinstance(obj, type)}
-    assert len(classes) == len(redislock.__all__) - 1  # everything but __version__
+    assert len(classes) == len(redislock.__all__) - 1 - len(FUNCTIONS)
     for name, cls in classes.items():
         assert cls.__module__ == "redislock", name
         assert cls.__qualname__ == name
         assert repr(cls) == f"<class 'redislock.{name}'>"
+
+
+def test_exported_functions_claim_the_package_as_module() -> None:
+    for name in FUNCTIONS:
+        func = getattr(redislock, name)
+        assert isinstance(func, types.FunctionType), name
+        assert func.__module__ == "redislock", name
+        assert func.__qualname__ == name
 
 
 def test_version_is_a_pep440_like_string() -> None:

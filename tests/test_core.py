@@ -25,7 +25,7 @@ from redislock import (
     RedisLockError,
     UnexpectedReplyError,
 )
-from redislock._core import validate
+from redislock._core import codec, validate
 from redislock._core.keys import DEFAULT_PREFIX, LockKeys
 from redislock._core.lock import (
     DEFAULT_WATCHDOG_LEASE,
@@ -290,6 +290,85 @@ def test_holder_info_parses_a_lock_value() -> None:
 )  # fmt: skip
 def test_holder_info_malformed_is_none(value: object) -> None:
     assert HolderInfo.parse(value) is None
+
+
+# ------------------------------------------------------------------ codec
+
+_hosts = st.text(st.characters(exclude_characters="|", codec="utf-8"), max_size=64)
+
+
+def test_the_lock_modules_re_export_the_codec() -> None:
+    from redislock._core import hold, lock
+
+    assert lock.HolderInfo is codec.HolderInfo
+    assert lock.token_tag is codec.token_tag
+    assert lock.holder_meta is codec.holder_meta
+    assert hold.permit_id is codec.permit_id
+
+
+def test_holder_meta_names_this_process() -> None:
+    import os
+    import time
+
+    before = int(time.time() * 1000)
+    host, pid, acquired = codec.holder_meta().split("|")
+    assert int(pid) == os.getpid()
+    assert before <= int(acquired) <= int(time.time() * 1000)
+    assert host.isprintable()
+    assert len(host) <= 64
+    assert codec.holder_meta().startswith(codec.encode_meta(host, os.getpid(), 0)[:-1])
+
+
+@settings(database=None, max_examples=80)
+@given(
+    st.text("0123456789abcdef", min_size=32, max_size=64),
+    _hosts,
+    st.integers(0, 2**22),
+    st.integers(0, 2**45),
+    st.booleans(),
+)
+def test_lock_values_round_trip(
+    token: str, host: str, pid: int, acquired_ms: int, as_bytes: bool
+) -> None:
+    value = codec.encode_lock_value(token, codec.encode_meta(host, pid, acquired_ms))
+    stored = codec.decode_lock_value(value.encode() if as_bytes else value)
+    assert stored == codec.StoredLock(token, host, pid, acquired_ms)
+    assert stored is not None
+    assert "token" not in repr(stored)  # the owner token is a secret
+
+
+@settings(database=None, max_examples=80)
+@given(
+    st.sampled_from(codec.HOLD_MODES),
+    st.integers(1, 10**6),
+    st.integers(0, 2**45),
+    st.integers(1, 2**50),
+    _hosts,
+    st.integers(0, 2**22),
+    st.booleans(),
+)
+def test_hold_values_round_trip(
+    mode: str, count: int, expires_ms: int, fence: int, host: str, pid: int, as_bytes: bool
+) -> None:
+    meta = codec.encode_meta(host, pid, 1700000000123)
+    value = codec.encode_hold_value(mode, count, expires_ms, fence, meta)
+    stored = codec.decode_hold_value(value.encode() if as_bytes else value)
+    assert stored == codec.StoredHold(mode, count, expires_ms, fence, host, pid, 1700000000123)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "garbage", "w|1|2|3|h|4", "x|1|2|3|h|4|5", "w|1|2|3|h|4|5|6", "w|one|2|3|h|4|5",
+     "r|1|2|3|h|pid|5", "p|1|2.5|3|h|4|5", b"\xff", None, 7, ["w", "1"]],
+)  # fmt: skip
+def test_malformed_hold_values_are_none(value: object) -> None:
+    assert codec.decode_hold_value(value) is None
+
+
+def test_token_tag_and_permit_id_are_prefixes_of_one_digest() -> None:
+    token = new_token()
+    assert codec.permit_id(token).startswith(codec.token_tag(token))
+    assert len(codec.permit_id(token)) == 16
 
 
 # ------------------------------------------------------------------ ops

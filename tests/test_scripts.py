@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Lua scripts: inventory, header documentation, SHA1s, and checks over every behaviour
 case. The cases themselves run in ``tests/test_scripts_<family>.py`` (lock, hold, fair, multi,
-fencing), with the vocabulary of ``tests/scriptcases.py``."""
+fencing, inspect), with the vocabulary of ``tests/scriptcases.py``."""
 
 from __future__ import annotations
 
@@ -21,13 +21,14 @@ from tests.scriptcases import norm
 from tests.test_scripts_fair import CASES as FAIR_CASES
 from tests.test_scripts_fencing import CASES as FENCING_CASES
 from tests.test_scripts_hold import CASES as HOLD_CASES
+from tests.test_scripts_inspect import CASES as INSPECT_CASES
 from tests.test_scripts_lock import CASES as LOCK_CASES
 from tests.test_scripts_multi import CASES as MULTI_CASES
 
 SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(SCRIPT_DIR.glob("*.lua"))
 NAMES = sorted(SCRIPTS)
-CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES]
+CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
 
 
 def header(script: Script) -> list[str]:

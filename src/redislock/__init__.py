@@ -9,7 +9,8 @@ Public surface, each kind in a sync and an asyncio flavour with the same API:
 :class:`AsyncMultiLock` (several names, all or nothing), :class:`Redlock` /
 :class:`AsyncRedlock` (a majority of N independent masters), :class:`MultiRedlock` /
 :class:`AsyncMultiRedlock` (several names over N masters); the statistics snapshot, and the
-exception tree of :mod:`redislock.errors`.
+exception tree of :mod:`redislock.errors`; :func:`inspect` / :func:`ainspect` tell who holds a
+name (a :class:`LockInfo`).
 """
 
 from redislock._core.lock import LockStatistics as LockStatistics
@@ -38,6 +39,12 @@ from redislock.errors import ReplicationError as ReplicationError
 from redislock.errors import ServerError as ServerError
 from redislock.errors import ServerNotFoundError as ServerNotFoundError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
+from redislock.inspection import HoldInfo as HoldInfo
+from redislock.inspection import LockInfo as LockInfo
+from redislock.inspection import PermitsInfo as PermitsInfo
+from redislock.inspection import WaiterInfo as WaiterInfo
+from redislock.inspection import ainspect as ainspect
+from redislock.inspection import inspect as inspect
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
@@ -64,8 +71,10 @@ __all__ = [
     "AsyncSemaphore",
     "AsyncWriteLock",
     "FairLock",
+    "HoldInfo",
     "Lock",
     "LockConfigError",
+    "LockInfo",
     "LockLostError",
     "LockStatistics",
     "LockUpgradeError",
@@ -74,6 +83,7 @@ __all__ = [
     "MultiRedlock",
     "NotOwnedError",
     "Permit",
+    "PermitsInfo",
     "QueueFullError",
     "QuorumError",
     "RLock",
@@ -86,8 +96,11 @@ __all__ = [
     "ServerError",
     "ServerNotFoundError",
     "UnexpectedReplyError",
+    "WaiterInfo",
     "WriteLock",
     "__version__",
+    "ainspect",
+    "inspect",
 ]
 
 for _obj in (
@@ -104,8 +117,10 @@ for _obj in (
     AsyncSemaphore,
     AsyncWriteLock,
     FairLock,
+    HoldInfo,
     Lock,
     LockConfigError,
+    LockInfo,
     LockLostError,
     LockStatistics,
     LockUpgradeError,
@@ -114,11 +129,12 @@ for _obj in (
     MultiRedlock,
     NotOwnedError,
     Permit,
+    PermitsInfo,
     QueueFullError,
+    QuorumError,
     RLock,
     ReadLock,
     ReadWriteLock,
-    QuorumError,
     RedisLockError,
     Redlock,
     ReplicationError,
@@ -126,7 +142,10 @@ for _obj in (
     ServerError,
     ServerNotFoundError,
     UnexpectedReplyError,
+    WaiterInfo,
     WriteLock,
+    ainspect,
+    inspect,
 ):
     _obj.__module__ = "redislock"
 del _obj

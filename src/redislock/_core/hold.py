@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import time
 from dataclasses import dataclass
 from typing import Final
 
 from redislock._core import validate
+from redislock._core.codec import permit_id
 from redislock._core.keys import HoldKeys
 from redislock._core.lock import Holding, LockCore, holder_meta, new_token, why
 from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str, unwrap
@@ -57,11 +57,6 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
     if not 1 <= value <= MAX_PERMITS:
         raise LockConfigError(f"permits must be between 1 and {MAX_PERMITS}, got {value}")
     return value
-
-
-def permit_id(token: str) -> str:
-    """A permit's public id: 16 hex digits of SHA-256 of its owner token (not a secret)."""
-    return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 @dataclass(slots=True)

@@ -12,15 +12,14 @@ exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
 from redislock._core import validate
+from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.keys import LockKeys
 from redislock._core.ops import (
     Acked,
@@ -74,8 +73,6 @@ _RELEASE = SCRIPTS["lock_release"]
 _EXTEND = SCRIPTS["lock_extend"]
 _STATUS = SCRIPTS["lock_status"]
 
-_HOST = "".join(ch for ch in socket.gethostname() if ch.isprintable() and ch != "|")[:64]
-
 
 def new_token() -> str:
     """A fresh owner token: 128 bits from the OS CSPRNG (as :mod:`secrets`), 32 hex characters."""
@@ -88,23 +85,6 @@ def no_ttl(key: str) -> UnexpectedReplyError:
         f"lock key {key!r} exists without a TTL: it was not written by redislock (or was "
         "PERSISTed); it would never expire"
     )
-
-
-def token_tag(token: str) -> str:
-    """A short, non-secret tag of a token for logs and ``repr``: 8 hex digits of SHA-256."""
-    return hashlib.sha256(token.encode()).hexdigest()[:8]
-
-
-_meta_prefix: tuple[int, str] = (0, "")
-
-
-def holder_meta() -> str:
-    """Holder metadata ``<host>|<pid>|<acquired_unix_ms>`` (the pid part cached per process)."""
-    global _meta_prefix
-    pid = os.getpid()
-    if _meta_prefix[0] != pid:
-        _meta_prefix = (pid, f"{_HOST}|{pid}|")
-    return _meta_prefix[1] + str(int(time.time() * 1000))
 
 
 @dataclass(slots=True, eq=False)
@@ -674,39 +654,3 @@ def why(status: str) -> str:
     if status == "gone":
         return "the lease expired or the key was deleted"
     return "another holder has the lock"
-
-
-@dataclass(frozen=True, slots=True)
-class HolderInfo:
-    """Who holds a lock, decoded from the lock key's value (no secret in it).
-
-    Attributes:
-        host: host name of the holder.
-        pid: process id of the holder.
-        acquired_at: Unix time of the acquisition, in seconds.
-        token_tag: first 8 hex digits of SHA-256 of the owner token (the token is secret).
-    """
-
-    host: str
-    pid: int
-    acquired_at: float
-    token_tag: str
-
-    @classmethod
-    def parse(cls, value: object) -> HolderInfo | None:
-        """Decode ``"<token>|<host>|<pid>|<acquired_unix_ms>"``; None if malformed."""
-        if not isinstance(value, bytes | str):
-            return None
-        parts = as_str(value).split("|")
-        if len(parts) != 4:
-            return None
-        token, host, pid, acquired = parts
-        try:
-            return cls(
-                host=host,
-                pid=int(pid),
-                acquired_at=int(acquired) / 1000.0,
-                token_tag=token_tag(token),
-            )
-        except ValueError:
-            return None

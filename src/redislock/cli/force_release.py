@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""``redislock release NAME --force``: the operator override, for every kind."""
+
+from __future__ import annotations
+
+import redis
+
+from redislock._core.fair import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE, FairCore
+from redislock._core.hold import HoldCore
+from redislock._core.keys import LockKeys
+from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
+from redislock._core.scripts import SCRIPTS
+from redislock.cli import CliError
+from redislock.cli.render import (
+    HOLD_KINDS,
+    KIND_LABELS,
+    as_json,
+    hold_text,
+    holder_text,
+    plural,
+    state_text,
+)
+from redislock.inspection import inspect
+from redislock.sync._driver import run as run_flow
+
+__all__ = ["force_release_command"]
+
+
+def _base_core(name: str, prefix: str) -> LockCore:
+    return LockCore.create(
+        name,
+        ttl=None,
+        watchdog_lease=DEFAULT_WATCHDOG_LEASE,
+        renew_interval=None,
+        max_lease=None,
+        timeout=None,
+        recheck_interval=DEFAULT_RECHECK,
+        prefix=prefix,
+        on_lost=None,
+        socket_timeout=None,
+    )
+
+
+def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
+    """Delete lock ``name`` whoever holds it and print what was removed; returns the exit
+    status (0).
+
+    Raises:
+        CliError: the lock key is a Redis type redislock never writes there (not touched).
+    """
+    info = as_json(inspect(client, name, prefix=prefix))
+    kind = info["kind"]
+    label = KIND_LABELS[kind]
+    if kind == "foreign":
+        raise CliError(f"{info['key']} holds {state_text(info)}: not touched", 1)
+    if kind in HOLD_KINDS:  # every hold goes; every kind of waiter is woken
+        hold_core = HoldCore.for_mode(_base_core(name, prefix), "w")
+        removed = run_flow(client, hold_core.force_flow())
+        if removed:
+            who = "; ".join(hold_text(h) for h in info["holds"])
+            print(f"released {label} {name!r}: {plural(removed, 'hold')} removed ({who})")
+        else:
+            print(f"{label} {name!r} was not held")
+        return 0
+    if kind == "fair":  # the next live waiter in the queue is granted the lock
+        fair_core = FairCore.from_base(
+            _base_core(name, prefix), DEFAULT_WAITER_LEASE, DEFAULT_QUEUE_MAX
+        )
+        deleted = run_flow(client, fair_core.force_flow())
+        text = (
+            f"released {label} {name!r} ({holder_text(info)})"
+            if deleted
+            else f"{label} {name!r} was not held"
+        )
+        now = inspect(client, name, prefix=prefix)
+        if now.kind in ("lock", "fair") and now.holders:
+            h = now.holders[0]
+            text += (
+                f"; now held by the next waiter: {h.host} pid {h.pid}, "
+                f"fencing token {h.fencing_token}, token ~{h.token_tag}"
+            )
+        print(text)
+        return 0
+    keys = LockKeys.for_name(name, prefix)
+    script = SCRIPTS["lock_force_release"]
+    deleted = client.eval(script.source, 3, keys.lock, keys.wait, keys.wake, 1000)
+    if deleted:
+        print(f"released lock {name!r} ({holder_text(info)})")
+    else:
+        print(f"lock {name!r} was not held")
+    return 0

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+"""``redislock inspect NAME``: who holds a lock of any kind, and who waits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+
+from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, hold_text, plural, state_text
+from redislock.inspection import inspect
+
+__all__ = ["inspect_command"]
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "none seen"
+
+
+def inspect_command(client: redis.Redis, name: str, prefix: str, *, as_json_output: bool) -> int:
+    """Print what is stored under ``name`` (text, or JSON with ``as_json_output``); returns
+    the exit status (0). Redis errors propagate."""
+    info = as_json(inspect(client, name, prefix=prefix))
+    if as_json_output:
+        print(json.dumps(info, sort_keys=True))
+        return 0
+    _print_text(name, info)
+    return 0
+
+
+def _print_text(name: str, info: dict[str, Any]) -> None:
+    kind = info["kind"]
+    print(f"{KIND_LABELS[kind]} {name!r} ({info['key']}): {state_text(info)}")
+    if kind == "foreign":
+        return
+    if info["held"]:
+        print(f"  ttl: {info['ttl']} s")
+    print(f"  fencing counter: {info['fencing_counter']}")
+    if kind in HOLD_KINDS:
+        if kind == "semaphore":
+            count = info["permit_count"]
+            source = f"{count} (the :permits key)" if count is not None else "set by clients"
+            print(f"  permit count: {source}")
+        for h in info["holds"]:
+            print(f"  {hold_text(h)}")
+        if info.get("unknown_fields"):
+            print(f"  fields not written by redislock: {info['unknown_fields']}")
+        if kind == "rwlock":
+            waiting, readers = _yes(info["waiters"]), _yes(info["reader_waiters"])
+            print(f"  waiters: writers {waiting}, readers {readers}")
+            return
+    if kind == "fair":
+        queue = info["queue"]
+        print(f"  queue: {plural(len(queue), 'waiter')}")
+        for w in queue:
+            lease = w["lease_remaining"]
+            print(f"    {w['position']}. token ~{w['token_tag']}, waiter lease {lease} s")
+        return
+    print(f"  waiters: {'yes' if info['waiters'] else 'none seen'}")

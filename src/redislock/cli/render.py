@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: MIT
+"""How the CLI shows a :class:`~redislock.inspection.LockInfo`: the JSON object of
+``inspect --json`` (one per lock in ``list --json``) and the words of the text output, shared
+by ``inspect``, ``list`` and ``release --force``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Final
+
+from redislock.inspection import HoldInfo, LockInfo
+
+__all__ = [
+    "HOLD_KINDS",
+    "KIND_LABELS",
+    "as_json",
+    "hold_text",
+    "holder_text",
+    "plural",
+    "state_text",
+]
+
+KIND_LABELS: Final = {
+    None: "lock",  # nothing there: shown as a free lock
+    "lock": "lock",
+    "fair": "fair lock",
+    "rlock": "reentrant lock",
+    "rwlock": "read-write lock",
+    "semaphore": "semaphore",
+    "foreign": "key",
+}
+"""How ``inspect`` names each kind; the keys are the ``kind`` field of the JSON output."""
+
+HOLD_KINDS: Final = ("rlock", "rwlock", "semaphore")
+"""The kinds kept as a hash of holds (see scripts/hold.lua)."""
+
+_MODES: Final = {"writer": "w", "reader": "r", "permit": "p"}
+
+
+def _iso(unix_seconds: float) -> str:
+    return dt.datetime.fromtimestamp(unix_seconds, dt.UTC).isoformat()
+
+
+def plural(n: int, word: str) -> str:
+    """``"1 word"``, ``"2 words"``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _hold(h: HoldInfo) -> dict[str, Any]:
+    hold: dict[str, Any] = {
+        "mode": _MODES[h.role],
+        "role": h.role,
+        "host": h.host,
+        "pid": h.pid,
+        "count": h.hold_count,
+        "fencing_token": h.fencing_token,
+        "lease_remaining": h.lease_remaining,
+        "acquired_at": _iso(h.acquired_at),
+        "token_tag": h.token_tag,
+    }
+    if h.permit_id is not None:  # as Permit.id: not a secret
+        hold["permit_id"] = h.permit_id
+    return hold
+
+
+def as_json(info: LockInfo) -> dict[str, Any]:
+    """The JSON object of ``inspect --json`` for ``info`` (``kind`` null for ``"none"``)."""
+    out: dict[str, Any] = {
+        "name": info.name,
+        "key": info.key,
+        "held": info.held,
+        "ttl": info.ttl,
+        "fencing_counter": info.fencing_counter,
+        "waiters": info.waiting,
+        "kind": None if info.kind == "none" else info.kind,
+    }
+    if info.kind in HOLD_KINDS:
+        holds = [_hold(h) for h in info.holders]
+        out.update(
+            holds=holds,
+            writers=sum(1 for h in holds if h["mode"] == "w"),
+            readers=sum(1 for h in holds if h["mode"] == "r"),
+            permits_held=sum(1 for h in holds if h["mode"] == "p"),
+            reader_waiters=info.readers_waiting,
+        )
+        if info.unknown_fields:
+            out["unknown_fields"] = info.unknown_fields
+        if info.permits is not None:
+            out["permit_count"] = info.permits.limit
+        return out
+    out["holder"] = None
+    if info.kind == "foreign":
+        out["type"] = info.key_type
+        return out
+    if info.holders:
+        h = info.holders[0]
+        out["holder"] = {
+            "fencing_token": h.fencing_token,
+            "host": h.host,
+            "pid": h.pid,
+            "acquired_at": _iso(h.acquired_at),
+            "token_tag": h.token_tag,
+        }
+    if info.kind == "fair":
+        out["queue"] = [
+            {"position": w.position, "token_tag": w.token_tag, "lease_remaining": w.lease_remaining}
+            for w in info.queue
+        ]
+    return out
+
+
+def holder_text(info: dict[str, Any]) -> str:
+    """The holder of a Lock or FairLock (``info``: :func:`as_json`'s) in a few words."""
+    h = info["holder"]
+    if not info["held"]:
+        return "free"
+    if h is None:
+        return "held (not by redislock: unknown value format)"
+    return (
+        f"held by {h['host']} pid {h['pid']} since {h['acquired_at']}, "
+        f"fencing token {h['fencing_token']}, token ~{h['token_tag']}"
+    )
+
+
+def state_text(info: dict[str, Any]) -> str:
+    """The state of any kind in a few words (the first line of ``inspect``)."""
+    kind = info["kind"]
+    if kind == "foreign":
+        return f"a Redis {info['type']}, not a redislock lock"
+    if kind not in HOLD_KINDS:
+        return holder_text(info)
+    if kind == "semaphore":
+        count = info["permit_count"]
+        of = f" of {count}" if count is not None else ""
+        return f"{info['permits_held']}{of} permits held"
+    parts = [plural(info[k], k[:-1]) for k in ("writers", "readers") if info[k]]
+    return "held by " + " and ".join(parts) if parts else "free"
+
+
+def hold_text(h: dict[str, Any]) -> str:
+    """One hold of :func:`as_json`'s ``holds`` in a line."""
+    text = (
+        f"{h['role']}: {h['host']} pid {h['pid']}, hold count {h['count']}, "
+        f"fencing token {h['fencing_token']}, lease {h['lease_remaining']} s, "
+        f"since {h['acquired_at']}, token ~{h['token_tag']}"
+    )
+    return text + (f", permit id {h['permit_id']}" if "permit_id" in h else "")

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: MIT
+"""Inspect a lock of any kind from Python: who holds it, who waits, how long the leases last.
+
+:func:`inspect` (sync client) and :func:`ainspect` (asyncio client) return a frozen
+:class:`LockInfo`, what ``redislock inspect`` prints. One read-only script reads every key of
+the name at once (one round trip, one consistent snapshot; the keys share a hash tag, so
+Redis Cluster clients work too) and nothing is written. No owner token is ever returned:
+holds and waiters are identified by their short ``token_tag`` (and a permit by its ``id``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+
+from redislock._core.inspection import (
+    HoldInfo,
+    Kind,
+    LockInfo,
+    PermitsInfo,
+    Role,
+    WaiterInfo,
+    inspection_flow,
+)
+from redislock._core.keys import DEFAULT_PREFIX
+from redislock.aio._driver import run as arun_flow
+from redislock.errors import LockConfigError
+from redislock.sync._driver import run as run_flow
+
+__all__ = [
+    "HoldInfo",
+    "Kind",
+    "LockInfo",
+    "PermitsInfo",
+    "Role",
+    "WaiterInfo",
+    "ainspect",
+    "inspect",
+]
+
+_ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+_SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
+
+
+def inspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo:
+    """What is stored under lock ``name``, whatever its kind (Lock, RLock, ReadWriteLock,
+    FairLock, Semaphore, a MultiLock name), as one snapshot; read-only.
+
+    Args:
+        client: a sync ``redis.Redis`` or ``redis.cluster.RedisCluster`` (either
+            ``decode_responses`` setting).
+        name: the lock name, as given to the lock.
+        prefix: the key prefix the lock was built with.
+
+    Returns:
+        A :class:`LockInfo`; durations in it are seconds, by the server's clock (TIME).
+        A name nobody ever used gives ``kind="none"``, ``held=False``.
+
+    Raises:
+        LockConfigError: a bad ``name`` or ``prefix``, or ``client`` is not one of those
+            (an asyncio client: use :func:`ainspect`); raised before any I/O.
+        redis.exceptions.RedisError: from the client, as redis-py raised it (e.g.
+            ``ConnectionError``, ``TimeoutError``, ``NoPermissionError``).
+        UnexpectedReplyError: the server replied something redislock cannot read.
+    """
+    if not isinstance(client, _SYNC_CLIENTS):
+        raise LockConfigError(
+            "inspect() needs a redis.Redis or redis.cluster.RedisCluster (for asyncio use "
+            f"ainspect()), got {type(client).__name__}"
+        )
+    return run_flow(client, inspection_flow(name, prefix))
+
+
+async def ainspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo:
+    """The asyncio twin of :func:`inspect`: the same snapshot, through an asyncio client.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``
+            (either ``decode_responses`` setting).
+        name: the lock name, as given to the lock.
+        prefix: the key prefix the lock was built with.
+
+    Returns:
+        A :class:`LockInfo`, as :func:`inspect` returns it (durations in seconds).
+
+    Raises:
+        LockConfigError: a bad ``name`` or ``prefix``, or ``client`` is not one of those
+            (a sync client: use :func:`inspect`); raised before any I/O.
+        redis.exceptions.RedisError: from the client, as redis-py raised it.
+        UnexpectedReplyError: the server replied something redislock cannot read.
+    """
+    if not isinstance(client, _ASYNC_CLIENTS):
+        raise LockConfigError(
+            "ainspect() needs a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+            f"(for a sync client use inspect()), got {type(client).__name__}"
+        )
+    return await arun_flow(client, inspection_flow(name, prefix))

@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: MIT
+"""inspect.lua, the read-only snapshot behind ``redislock.inspect()``: its behaviour on a real
+redis-server through EVAL, case by case (the case format is in ``tests/scriptcases.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tests.scriptcases import (
+    META,
+    OTHER,
+    SLACK,
+    THIRD,
+    TOKEN,
+    At,
+    Between,
+    Case,
+    Clock,
+    F,
+    H,
+    HoldValue,
+    K,
+    held,
+    hold,
+    marker,
+    run_case,
+    ttl,
+    waiting,
+)
+
+INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases)
+
+CASES = [
+    # inspect.lua: reads every key of a name, writes nothing (the after checks and the
+    # "nothing outside KEYS" check show it).
+    Case(
+        "inspect-absent",
+        "inspect",
+        INSPECT,
+        (),
+        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK)],
+    ),
+    Case(
+        "inspect-lock-with-waiter-marker",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "string",
+            f"{TOKEN}|{META}",
+            [],
+            Between(5000 - SLACK, 5000),
+            "3",
+            1,
+            0,
+            None,
+            [],
+            [],
+            Clock(0, SLACK),
+        ],
+        setup=[held(), ("SET", K.fence, 3), marker(K.wait)],
+        after=[(("GET", K.lock), f"{TOKEN}|{META}"), (("GET", K.fence), "3")],
+    ),
+    Case(
+        "inspect-lock-without-ttl",
+        "inspect",
+        INSPECT,
+        (),
+        ["string", f"{TOKEN}|{META}", [], -1, None, 0, 0, None, [], [], Clock(0, SLACK)],
+        setup=[held(px=None)],
+    ),
+    Case(
+        "inspect-holds-waiters-and-permits",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "hash",
+            None,
+            [TOKEN, HoldValue("r", 1, 1, 5000, 5000), OTHER, HoldValue("r", 2, 2, -10, -10)],
+            Between(5000 - SLACK, 5000),
+            "2",
+            1,
+            1,
+            "4",
+            [],
+            [],
+            Clock(0, SLACK),
+        ],
+        setup=[
+            hold(TOKEN, "r"),
+            hold(OTHER, "r", -10, count=2, fence=2),  # ended: shown, not removed
+            ttl(H.lock, 5000),
+            ("SET", H.fence, 2),
+            waiting(),
+            marker(H.rwait),
+            ("SET", H.permits, 4),
+        ],
+        after=[(("HLEN", H.lock), 2), (("ZCARD", H.wait), 1)],
+    ),
+    Case(
+        "inspect-fair-queue",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "string",
+            f"{TOKEN}|{META}",
+            [],
+            Between(5000 - SLACK, 5000),
+            "7",
+            0,
+            0,
+            None,
+            [OTHER, THIRD],
+            [THIRD, Clock(-5, -5), OTHER, Clock(1000, 1000)],
+            Clock(0, SLACK),
+        ],
+        setup=[
+            held(),
+            ("SET", F.fence, 7),
+            ("RPUSH", F.queue, OTHER, THIRD),
+            ("ZADD", F.leases, At(1000), OTHER, At(-5), THIRD),  # THIRD's lease ended
+        ],
+        after=[(("LLEN", F.queue), 2), (("ZCARD", F.leases), 2)],
+    ),
+    Case(
+        "inspect-foreign-type",
+        "inspect",
+        INSPECT,
+        (),
+        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK)],
+        setup=[("RPUSH", K.lock, "x")],
+        after=[(("LRANGE", K.lock, 0, -1), ["x"])],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_script_behaviour(r: redis.Redis, case: Case) -> None:
+    run_case(r, case)

@@ -41,6 +41,7 @@ __all__ = [
     "encode_lock_value",
     "encode_meta",
     "holder_meta",
+    "lock_value_owner",
     "permit_id",
     "token_tag",
 ]
@@ -138,6 +139,12 @@ def decode_lock_value(value: object) -> StoredLock | None:
         return StoredLock(token, host, int(pid), int(acquired))
     except ValueError:
         return None
+
+
+def lock_value_owner(value: str) -> str:
+    """The owner token of a lock value: what precedes its first ``|``, as the scripts'
+    owner checks compare it (also for a value that does not decode)."""
+    return value.split("|", 1)[0]
 
 
 def decode_hold_value(value: object) -> StoredHold | None:

@@ -31,7 +31,6 @@ their public names are importable from here too:
 * :mod:`~redislock.testing.monitor`: the MONITOR connection and :func:`parse_monitor_line`;
 * :mod:`~redislock.testing.audit_shadow`: the shadow of lock keys and the foreign-touch
   rules;
-* :mod:`~redislock.testing.lockvalue`: parsing the stored lock values.
 
 Timestamps: every ``t``, ``first``, ``last`` and ``gone`` is ``time.monotonic()`` in
 seconds, comparable across processes on Linux. A snapshot's time is the server ``TIME`` read
@@ -80,9 +79,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from redislock._core.codec import decode_hold_value, decode_lock_value
 from redislock._core.keys import DEFAULT_PREFIX, LockKeys
 from redislock._lifecycle import Startable
 from redislock.testing.audit_records import (
+    HASH_MODES,
+    STRING_MODE,
     TOKEN_CHARS,
     AuditResult,
     ForeignTouch,
@@ -91,7 +93,6 @@ from redislock.testing.audit_records import (
     TtlViolation,
 )
 from redislock.testing.audit_shadow import ScriptContext, Shadow, Touch, library_by_sha
-from redislock.testing.lockvalue import HASH_MODES, STRING_MODE, parse_hash, parse_string
 from redislock.testing.monitor import (
     MonitorLine,
     arg_text,
@@ -438,7 +439,7 @@ class Auditor(Startable):
         for i, name in enumerate(self._names):
             value, fields, fence = replies[1 + 3 * i : 4 + 3 * i]
             if isinstance(value, bytes):
-                hold = parse_string(arg_text(value))
+                hold = decode_lock_value(value)
                 if hold is None:
                     continue
                 fence_n = int(fence) if isinstance(fence, bytes) and fence.isdigit() else 0
@@ -448,7 +449,7 @@ class Auditor(Startable):
                 )  # fmt: skip
             elif isinstance(fields, dict):
                 for raw_f, raw_v in fields.items():
-                    h = parse_hash(arg_text(raw_v))
+                    h = decode_hold_value(raw_v)
                     if h is None or h.expires_ms <= now_ms:
                         continue
                     token = arg_text(raw_f)

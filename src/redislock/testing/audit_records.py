@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from redislock.testing.lockvalue import STRING_MODE
-
 __all__ = [
+    "HASH_MODES",
+    "STRING_MODE",
     "TOKEN_CHARS",
     "AuditResult",
     "ForeignTouch",
@@ -28,6 +28,13 @@ __all__ = [
 
 #: Tokens in records are cut to this many characters.
 TOKEN_CHARS: Final = 8
+
+
+#: The audit mode of a string hold (always exclusive).
+STRING_MODE: Final = "x"
+#: A hash hold's stored mode -> its audit mode: ``w`` (write, RLock) is exclusive ``x``,
+#: ``r`` (read) is shared ``s``, ``p`` is a semaphore permit.
+HASH_MODES: Final = {"w": "x", "r": "s", "p": "p"}
 
 
 @dataclass

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from redislock._core.codec import decode_hold_value, lock_value_owner
 from redislock._core.keys import LockKeys
 from redislock._core.scripts import SCRIPTS
 from redislock.testing.audit_records import TOKEN_CHARS
-from redislock.testing.lockvalue import parse_hash, string_owner
 from redislock.testing.monitor import MonitorLine, arg_text
 
 __all__ = [
@@ -182,7 +182,7 @@ class Shadow:
 
     @staticmethod
     def _field_expiry(value: str) -> float | None:
-        hold = parse_hash(value)
+        hold = decode_hold_value(value)
         return None if hold is None else hold.expires_ms / 1000.0
 
     # -- liveness (ts: server seconds)
@@ -220,7 +220,7 @@ class Shadow:
         s = self._live_string(key, ts)
         if s is None or s.value is None:
             return
-        owner = string_owner(s.value)
+        owner = lock_value_owner(s.value)
         if self._foreign(ctx, owner):
             self.report(ctx, ts, ctx.label, Touch(key, owner, f"{command} {key}"))
 
@@ -396,7 +396,7 @@ class Shadow:
     def _check_plain_del(self, key: str, ts: float, cmd: str) -> None:
         s = self._live_string(key, ts)
         if s is not None and s.value is not None:
-            owner = string_owner(s.value)
+            owner = lock_value_owner(s.value)
             self.report(None, ts, "(plain)", Touch(key, owner, f"{cmd} {key}"))
             return
         self._check_fields(None, key, None, ts, cmd)

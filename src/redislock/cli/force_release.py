@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import redis
 
-from redislock._core.fair import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE, FairCore
+from redislock._core.fair import FairCore
 from redislock._core.hold import HoldCore
 from redislock._core.keys import LockKeys
-from redislock._core.lock import DEFAULT_RECHECK, DEFAULT_WATCHDOG_LEASE, LockCore
+from redislock._core.lock import LockCore
+from redislock._core.options import FairOptions, LockOptions
 from redislock._core.scripts import SCRIPTS
 from redislock.cli import CliError
 from redislock.cli.render import (
@@ -27,18 +28,8 @@ __all__ = ["force_release_command"]
 
 
 def _base_core(name: str, prefix: str) -> LockCore:
-    return LockCore.create(
-        name,
-        ttl=None,
-        watchdog_lease=DEFAULT_WATCHDOG_LEASE,
-        renew_interval=None,
-        max_lease=None,
-        timeout=None,
-        recheck_interval=DEFAULT_RECHECK,
-        prefix=prefix,
-        on_lost=None,
-        socket_timeout=None,
-    )
+    """The core of a lock object with the default options (``prefix`` validated)."""
+    return LockCore.from_options(name, LockOptions(prefix=prefix), socket_timeout=None)
 
 
 def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
@@ -63,9 +54,9 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
             print(f"{label} {name!r} was not held")
         return 0
     if kind == "fair":  # the next live waiter in the queue is granted the lock
-        fair_core = FairCore.from_base(
-            _base_core(name, prefix), DEFAULT_WAITER_LEASE, DEFAULT_QUEUE_MAX
-        )
+        fair = FairOptions(prefix=prefix)
+        base = LockCore.from_options(name, fair, socket_timeout=None)
+        fair_core = FairCore.from_base(base, fair.waiter_lease, fair.queue_max)
         deleted = run_flow(client, fair_core.force_flow())
         text = (
             f"released {label} {name!r} ({holder_text(info)})"

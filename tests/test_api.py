@@ -265,3 +265,12 @@ def test_python_m_redislock_version() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"redislock {redislock.__version__}"
     assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("cls", [redislock.Semaphore, redislock.AsyncSemaphore])
+def test_a_semaphore_is_not_a_holder_its_permits_are(cls: type) -> None:
+    """Holder members (token, fencing token, loss, hand-off) belong to each permit."""
+    holder = ("fencing_token", "lost", "token", "detach")
+    assert not [name for name in holder if hasattr(cls, name)]
+    permit = redislock.Permit if cls is redislock.Semaphore else redislock.AsyncPermit
+    assert all(hasattr(permit, name) for name in holder)

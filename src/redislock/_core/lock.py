@@ -211,27 +211,26 @@ class LockCore:
         max_block = None
         if socket_timeout is not None and socket_timeout > 0:
             max_block = max(0.001, socket_timeout * 0.8)
-        replicas = options.replicas if isinstance(options, LockOptions) else 0
-        wait = (
-            options.replica_timeout if isinstance(options, LockOptions) else DEFAULT_REPLICA_TIMEOUT
-        )
-        lease, recheck = options.lease, options.recheck_interval
+        if isinstance(options, LockOptions):
+            replicas, wait_ms = options.replicas, options.replica_timeout_ms
+        else:
+            replicas, wait_ms = 0, validate.to_ms(DEFAULT_REPLICA_TIMEOUT)
         return cls(
             name,
             LockKeys.for_name(name, options.prefix),
             options.ttl,
-            lease,
+            options.lease,
             options.renew_interval,  # type: ignore[arg-type]  # resolved by the options
             options.max_lease,
             options.timeout,
-            recheck,
+            options.recheck_interval,
             max_block,
-            validate.to_ms(lease),
-            validate.to_ms(recheck + 1.0),
-            validate.to_ms(max(1.0, 2 * recheck)),
+            options.lease_ms,
+            options.marker_ms,
+            options.wake_ms,
             on_lost=options.on_lost,
             replicas=replicas,
-            replica_timeout_ms=validate.to_ms(wait),
+            replica_timeout_ms=wait_ms,
             track_master=bool(replicas) or sentinel,
             **extra,
         )

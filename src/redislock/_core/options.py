@@ -181,6 +181,12 @@ class MultiOptions:
     prefix: str = DEFAULT_PREFIX
     lease: float = field(init=False, default=0.0)
     """The lease in seconds: ``ttl``, or ``watchdog_lease`` when ``ttl`` is None."""
+    lease_ms: int = field(init=False, default=0)
+    """The lease in milliseconds (as the scripts take it)."""
+    marker_ms: int = field(init=False, default=0)
+    """Milliseconds a waiter's "somebody waits" marker lives: ``recheck_interval`` + 1 s."""
+    wake_ms: int = field(init=False, default=0)
+    """Milliseconds a wake-up push lives: twice ``recheck_interval``, at least 1 s."""
 
     kwargs: ClassVar[type] = MultiKwargs
     """The keywords a constructor with these options takes (for its signature)."""
@@ -210,6 +216,9 @@ class MultiOptions:
         put(self, "max_lease", cap)
         put(self, "timeout", wait)
         put(self, "recheck_interval", recheck)
+        put(self, "lease_ms", validate.to_ms(lease))
+        put(self, "marker_ms", validate.to_ms(recheck + 1.0))
+        put(self, "wake_ms", validate.to_ms(max(1.0, 2 * recheck)))
         if self.watchdog_lease is not None:
             put(self, "watchdog_lease", float(self.watchdog_lease))
 
@@ -241,8 +250,9 @@ class MultiOptions:
         """
         if given.get("on_lost") is None:
             try:
-                key = tuple((k, type(v), v) for k, v in given.items())
-                return _cached(cast(Any, cls), key)
+                return _cached(
+                    cast(Any, cls), tuple(given.items()), tuple(map(type, given.values()))
+                )
             except TypeError as exc:  # an unhashable value: build uncached (and reject it)
                 if "unhashable" not in str(exc):
                     raise
@@ -250,10 +260,10 @@ class MultiOptions:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached(cls: Any, items: tuple[tuple[str, type, Any], ...]) -> Any:
-    """Options without a callback (a cached callback would keep its object alive). Each
-    value's type is part of the key: ``True == 1``, but ``ttl=True`` is an error."""
-    return cls(**{k: v for k, _, v in items})
+def _cached(cls: Any, items: tuple[tuple[str, Any], ...], types: tuple[type, ...]) -> Any:
+    """Options without a callback (a cached callback would keep its object alive). The
+    values' ``types`` are part of the key: ``True == 1``, but ``ttl=True`` is an error."""
+    return cls(**dict(items))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,6 +273,8 @@ class LockOptions(MultiOptions):
 
     replicas: int = 0
     replica_timeout: float = DEFAULT_REPLICA_TIMEOUT
+    replica_timeout_ms: int = field(init=False, default=0)
+    """``replica_timeout`` in milliseconds (WAIT takes them)."""
 
     kwargs: ClassVar[type] = LockKwargs
 
@@ -277,6 +289,7 @@ class LockOptions(MultiOptions):
             )
         object.__setattr__(self, "replicas", replicas)
         object.__setattr__(self, "replica_timeout", wait)
+        object.__setattr__(self, "replica_timeout_ms", validate.to_ms(wait))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: MIT
+"""The table of primitives that ``tests/test_generic.py`` runs its behaviour tests over.
+
+After trio's generic lock tests (``trio/_tests/test_sync.py``: one body per behaviour, a
+table of lock factories): a new primitive gets every common test, in both flavours, by one
+row in :data:`KINDS`. A row says what it can do (``exclusive``, ``fences``, ``woken``), and
+each test takes the rows that have what it tests.
+
+Both flavours run from one async test body. An :class:`Actor` is one owner: for the sync
+flavour a thread of its own (every call on it runs there, so a reentrant lock sees one
+thread), for asyncio the task the actor's coroutine runs in. A :class:`Subject` is one lock
+object used by one actor, with the same calls whatever the kind (a ``Semaphore`` of one
+permit acquires by taking its permit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+import redislock
+from redislock import AcquireTimeoutError
+
+
+@dataclass
+class Env:
+    """The clients of one test: the lock's own client(s) per flavour, and admin clients
+    (decoded) that look at and tamper with what is in Redis."""
+
+    client: Any
+    """A ``redis.Redis`` (tests of bad input swap the flavours' clients)."""
+    aclient: Any
+    """A ``redis.asyncio.Redis``."""
+    masters: list[Any]
+    amasters: list[Any]
+    admins: list[redis.Redis]
+    """One admin per server the kind uses (the single server, or each Redlock master)."""
+
+
+Build = Callable[[Env, str, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One primitive in one flavour."""
+
+    id: str
+    flavour: str
+    """``"sync"`` or ``"asyncio"``."""
+    build: Build
+    """A new lock object on ``name`` with keyword ``options``."""
+    exclusive: bool = True
+    """One holder at a time (False: a shared read lock)."""
+    fences: str = "one"
+    """``"one"``: ``fencing_token``; ``"per_name"``: ``fencing_tokens`` (a set of names)."""
+    woken: bool = True
+    """A waiter is woken by the release (False: Redlock retries after a random delay)."""
+    quorum: bool = False
+    """Over the Redlock masters instead of the single server."""
+    permit: bool = False
+    """Acquired by taking a permit (``Semaphore``)."""
+
+    @property
+    def asyncio(self) -> bool:
+        return self.flavour == "asyncio"
+
+    def names(self, name: str) -> list[str]:
+        """The lock names an object built on ``name`` uses."""
+        return [name, f"{name}:b"] if self.fences == "per_name" else [name]
+
+
+def _pair(kind_id: str, sync: Build, aio: Build, **caps: Any) -> list[Kind]:
+    return [Kind(kind_id, "sync", sync, **caps), Kind(kind_id, "asyncio", aio, **caps)]
+
+
+def _names(name: str) -> list[str]:
+    return [name, f"{name}:b"]
+
+
+KINDS: list[Kind] = [
+    *_pair(
+        "Lock",
+        lambda e, n, o: redislock.Lock(e.client, n, **o),
+        lambda e, n, o: redislock.AsyncLock(e.aclient, n, **o),
+    ),
+    *_pair(
+        "RLock",
+        lambda e, n, o: redislock.RLock(e.client, n, **o),
+        lambda e, n, o: redislock.AsyncRLock(e.aclient, n, **o),
+    ),
+    *_pair(
+        "WriteLock",
+        lambda e, n, o: redislock.ReadWriteLock(e.client, n, **o).write(),
+        lambda e, n, o: redislock.AsyncReadWriteLock(e.aclient, n, **o).write(),
+    ),
+    *_pair(
+        "ReadLock",
+        lambda e, n, o: redislock.ReadWriteLock(e.client, n, **o).read(),
+        lambda e, n, o: redislock.AsyncReadWriteLock(e.aclient, n, **o).read(),
+        exclusive=False,
+    ),
+    *_pair(
+        "FairLock",
+        lambda e, n, o: redislock.FairLock(e.client, n, **o),
+        lambda e, n, o: redislock.AsyncFairLock(e.aclient, n, **o),
+    ),
+    *_pair(
+        "Semaphore",
+        lambda e, n, o: redislock.Semaphore(e.client, n, 1, **o),
+        lambda e, n, o: redislock.AsyncSemaphore(e.aclient, n, 1, **o),
+        permit=True,
+    ),
+    *_pair(
+        "MultiLock",
+        lambda e, n, o: redislock.MultiLock(e.client, _names(n), **o),
+        lambda e, n, o: redislock.AsyncMultiLock(e.aclient, _names(n), **o),
+        fences="per_name",
+    ),
+    *_pair(
+        "Redlock",
+        lambda e, n, o: redislock.Redlock(e.masters, n, **o),
+        lambda e, n, o: redislock.AsyncRedlock(e.amasters, n, **o),
+        quorum=True,
+        woken=False,
+    ),
+    *_pair(
+        "MultiRedlock",
+        lambda e, n, o: redislock.MultiRedlock(e.masters, _names(n), **o),
+        lambda e, n, o: redislock.AsyncMultiRedlock(e.amasters, _names(n), **o),
+        quorum=True,
+        woken=False,
+        fences="per_name",
+    ),
+]
+"""Every primitive, in both flavours. Add a row for a new one."""
+
+
+def rows(**wanted: Any) -> list[Any]:
+    """pytest params of the rows whose capabilities equal ``wanted`` (ids
+    ``<Kind>-<flavour>``)."""
+    import pytest
+
+    return [
+        pytest.param(k, id=f"{k.id}-{k.flavour}")
+        for k in KINDS
+        if all(getattr(k, cap) == value for cap, value in wanted.items())
+    ]
+
+
+class Actor:
+    """One owner of holds: a thread of its own (sync), or the calling task (asyncio)."""
+
+    def __init__(self, kind: Kind) -> None:
+        self._pool = None if kind.asyncio else concurrent.futures.ThreadPoolExecutor(1)
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` as this owner; awaited if it is a coroutine."""
+        if self._pool is None:
+            result = fn(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+class Subject:
+    """One lock object used by one actor, with the same calls for every kind."""
+
+    def __init__(self, kind: Kind, obj: Any, actor: Actor) -> None:
+        self.kind = kind
+        self.obj = obj
+        self.actor = actor
+        self.permit: Any = None
+
+    @property
+    def holder(self) -> Any:
+        """What holds the lease: the object, or a semaphore's permit (None before one)."""
+        return self.permit if self.kind.permit else self.obj
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        if not self.kind.permit:
+            return bool(await self.actor.call(self.obj.acquire, blocking, timeout))
+        try:
+            self.permit = await self.actor.call(self.obj.acquire, blocking, timeout)
+        except AcquireTimeoutError:
+            return False
+        return True
+
+    async def release(self) -> None:
+        await self.actor.call(self.holder.release)
+
+    async def enter(self) -> None:
+        """What ``with`` / ``async with`` does on entry."""
+        if self.kind.permit:
+            self.permit = await self.actor.call(self.obj.acquire)
+            return
+        await self.actor.call(self.obj.__aenter__ if self.kind.asyncio else self.obj.__enter__)
+
+    async def remaining(self) -> float | None:
+        value: float | None = await self.actor.call(self.holder.remaining)
+        return value
+
+    async def view(self, attribute: str) -> Any:
+        """An attribute of the holder (``fencing_token``, ``lost``, ``token``), read as
+        this actor (a reentrant lock answers for the calling thread or task); None before
+        a semaphore's first permit."""
+        holder = self.holder
+        if holder is None:
+            return None
+        return await self.actor.call(getattr, holder, attribute)
+
+    async def fence(self) -> Any:
+        """The hold's fencing token(s): an int, a dict per name, or None when not held."""
+        per_name = self.kind.fences == "per_name"
+        return await self.view("fencing_tokens" if per_name else "fencing_token")

@@ -151,8 +151,10 @@ class TortureConfig:
                 work=(0.05, 0.2),
             )
         elif cfg.control in ("broken-release", "unfenced-pause"):
+            # Critical sections fill most of each cycle, so nearly every pause lands in one
+            # (a pause between holds shows nothing): the control must not depend on luck.
             cfg = replace(
-                cfg, scenario="lock", faults=("client_pause",), gap=(0.0, 0.2), work=(0.0, 0.05)
+                cfg, scenario="lock", faults=("client_pause",), gap=(0.0, 0.05), work=(0.1, 0.3)
             )
         if cfg.url is not None:
             cfg = replace(cfg, faults=tuple(k for k in cfg.faults if k not in SERVER_FAULTS))

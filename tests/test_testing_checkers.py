@@ -475,6 +475,28 @@ def test_redlock_loss_is_the_loss_of_the_majority() -> None:
     assert res.late_or_missing[0]["deadline"] == pytest.approx(6.85)
 
 
+def test_redlock_majority_undone_before_the_acquire_returned_is_no_loss() -> None:
+    """A Redlock try whose grants came late is undone and tried again inside one acquire
+    call: the majority the audit saw go before the acquire's ok was never the worker's."""
+    history = [
+        ev(1.0, "1.0", "acquire", "invoke"),
+        ev(2.0, "1.0", "acquire", "ok", fence=2),
+        ev(20.0, "1.1", "acquire", "invoke"),
+    ]
+    undone = [  # the first try: a majority from 1.1 to 1.3, then released by the library
+        interval(1001, 1, 1.1, 1.25, 1.3, server=0),
+        interval(1001, 1, 1.1, 1.25, 1.3, server=1),
+    ]
+    held = [  # the second try, held until the run ended
+        interval(1001, 2, 1.95, 30.0, None, server=0),
+        interval(1001, 2, 1.95, 30.0, None, server=2),
+    ]
+    assert loss_notifications(history, undone + held, [], **LOSS_KW, servers=3) == ([], [], [])
+    held[1] = interval(1001, 2, 1.95, 5.9, 6.0, server=2)  # a real loss after the ok counts
+    res = loss_notifications(history, undone + held, [], **LOSS_KW, servers=3)
+    assert [(e["hold"], e["gone"]) for e in res.late_or_missing] == [("1.0", 6.0)]
+
+
 def test_op_counts() -> None:
     counts = op_counts(clean_run()["history"] + [ev(9.0, "1.1", "lost", "info")])
     assert counts["acquire"] == {"invoke": 3, "ok": 3, "fail": 0, "unknown": 0, "info": 0}

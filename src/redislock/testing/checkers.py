@@ -529,8 +529,13 @@ def match_holds(
     return dict(matched), unmatched
 
 
-def _quorum_gone(intervals: Sequence[Record], servers: int) -> float | None:
-    """When the hold dropped below a majority of ``servers`` after having held one."""
+def _quorum_gone(
+    intervals: Sequence[Record], servers: int, since: float | None = None
+) -> float | None:
+    """When the hold dropped below a majority of ``servers`` after having held one at or
+    after ``since`` (the worker's acquire ``ok``). A majority that was seen, and went, while
+    the acquire call was still running is no loss: a Redlock try whose grants came too late
+    undoes them and tries again, and the worker never held that try."""
     quorum = servers // 2 + 1
     events: list[tuple[float, int, Any]] = []
     for iv in intervals:
@@ -540,11 +545,15 @@ def _quorum_gone(intervals: Sequence[Record], servers: int) -> float | None:
     events.sort(key=lambda e: (e[0], e[1]))  # at equal times a start before an end
     present: Counter[Any] = Counter()
     reached = False
+    judging = since is None
     for t, kind, server in events:
+        if not judging and since is not None and t >= since:
+            judging = True  # from here on; a majority present at ``since`` counts
+            reached = sum(1 for v in present.values() if v > 0) >= quorum
         present[server] += 1 if kind == 0 else -1
         up = sum(1 for v in present.values() if v > 0)
         if up >= quorum:
-            reached = True
+            reached = reached or judging
         elif reached:
             return t
     return None
@@ -580,7 +589,8 @@ def loss_notifications(
     Audit intervals are tied to history holds by :func:`match_holds` (holds whose acquire never
     logged ``ok`` are not judged). A hold's ``gone`` time is when it stopped being present on a
     majority of the ``servers`` (default: inferred from the intervals' ``server`` fields) after
-    having been present on one: for a single server, the audit's ``gone``; for Redlock, the
+    having been present on one at or after the acquire's ``ok`` (a Redlock try undone inside
+    the acquire call was never the worker's): for a single server, the audit's ``gone``; for Redlock, the
     moment the quorum was lost, which is what the library's watchdog must detect (a key lost on
     one master of five is no loss).
 
@@ -638,7 +648,7 @@ def loss_notifications(
             "delay": None,
             "reason": "",
         }
-        gone = _quorum_gone(intervals, servers)
+        gone = _quorum_gone(intervals, servers, h.ok)
         if gone is None:
             if all(iv.get("gone") is not None for iv in intervals) and servers > 1:
                 result.excused.append({**entry, "reason": "no majority seen"})

@@ -590,9 +590,9 @@ def loss_notifications(
     logged ``ok`` are not judged). A hold's ``gone`` time is when it stopped being present on a
     majority of the ``servers`` (default: inferred from the intervals' ``server`` fields) after
     having been present on one at or after the acquire's ``ok`` (a Redlock try undone inside
-    the acquire call was never the worker's): for a single server, the audit's ``gone``; for Redlock, the
-    moment the quorum was lost, which is what the library's watchdog must detect (a key lost on
-    one master of five is no loss).
+    the acquire call was never the worker's): for a single server, the audit's ``gone``; for
+    Redlock, the moment the quorum was lost, which is what the library's watchdog must
+    detect (a key lost on one master of five is no loss).
 
     A gone hold is *unexpected* unless, before ``gone`` and before any ``lost`` event for it,
     the worker invoked its ``release`` or invoked an ``extend`` that completed ``fail`` (the

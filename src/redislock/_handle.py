@@ -85,10 +85,10 @@ class Unit:
 class Handle:
     """What every public lock object has, and its one construction path.
 
-    A kind sets ``_options`` (its frozen options type), ``_clients`` and ``_flavour`` (set
-    by the flavour's shells), and overrides :meth:`_make_core` to build its core; a kind
-    whose first argument is not one client (Redlock's masters) also overrides
-    :meth:`_connect`.
+    A kind sets ``_options`` (its frozen options type) and overrides :meth:`_make_core` to
+    build its core; the flavour's shells set ``_clients``, ``_clients_text`` and
+    ``_flavour_name``. A kind whose first argument is not one client (Redlock's masters)
+    also overrides :meth:`_connect`.
     """
 
     __slots__ = ("__weakref__", "_client", "_core")

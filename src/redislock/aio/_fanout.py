@@ -50,10 +50,12 @@ class AsyncMasters:
     background. It takes the fast path again once it answers in time.
     """
 
-    __slots__ = ("_last", "clients", "memories")
+    __slots__ = ("_last", "clients", "labels", "memories")
 
-    def __init__(self, clients: Sequence[Any]) -> None:
+    def __init__(self, clients: Sequence[Any], labels: tuple[str, ...]) -> None:
         self.clients = tuple(clients)
+        self.labels = labels
+        """One label per master (``host:port`` or socket path), in the order given."""
         self.memories = tuple(memory_of(c) for c in self.clients)
         self._last: list[asyncio.Future[Any] | None] = [None] * len(self.clients)
 

@@ -19,6 +19,7 @@ CLIENTS_TEXT: Final = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"
 
 Master: TypeAlias = redis.asyncio.Redis
 """The client type of one Redlock master."""
+MASTER_TEXT: Final = "a redis.asyncio.Redis"
 
 Owner: TypeAlias = "asyncio.Task[Any]"
 """Who owns a reentrant hold: the asyncio task (never a thread-local)."""

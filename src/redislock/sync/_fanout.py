@@ -75,10 +75,12 @@ class Masters:
     remembered per client (:func:`memory_of`), across lock objects.
     """
 
-    __slots__ = ("_guard", "_last", "clients", "memories")
+    __slots__ = ("_guard", "_last", "clients", "labels", "memories")
 
-    def __init__(self, clients: Sequence[Any]) -> None:
+    def __init__(self, clients: Sequence[Any], labels: tuple[str, ...]) -> None:
         self.clients = tuple(clients)
+        self.labels = labels
+        """One label per master (``host:port`` or socket path), in the order given."""
         self.memories = tuple(memory_of(c) for c in self.clients)
         self._last: list[concurrent.futures.Future[Any] | None] = [None] * len(self.clients)
         self._guard = threading.Lock()

@@ -18,6 +18,7 @@ CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"
 
 Master: TypeAlias = redis.Redis
 """The client type of one Redlock master."""
+MASTER_TEXT: Final = "a redis.Redis"
 
 Owner: TypeAlias = int
 """Who owns a reentrant hold: the thread (its ``threading.get_ident()``)."""

@@ -76,17 +76,14 @@ class Redlock(Lock):
         Holder.__init__(self, masters, name, **options)
 
     def _connect(self, client: Any) -> Any:
-        self._labels(client)
-        return Masters(client)
-
-    def _labels(self, masters: Any) -> tuple[str, ...]:
-        """One label per master (raises :class:`LockConfigError` for bad masters)."""
-        hint = f"{self._clients_text.split(' or ')[0]} ({self._counterpart()}; no cluster)"
-        return check_masters(masters, self._clients[:1], hint)
+        """Check the masters (raises :class:`LockConfigError`); their fan-out driver."""
+        hint = f"{_flavour.MASTER_TEXT} ({self._counterpart()}; no cluster)"
+        return Masters(client, check_masters(client, (_flavour.Master,), hint))
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        core = self._quorum_core.from_quorum(self._labels(client), name, options)
-        core.memories = self._client.memories
+        masters: Masters = self._client
+        core = self._quorum_core.from_quorum(masters.labels, name, options)
+        core.memories = masters.memories
         return core
 
     @property

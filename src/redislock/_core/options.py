@@ -219,13 +219,7 @@ class MultiOptions:
         put(self, "lease_ms", validate.to_ms(lease))
         put(self, "marker_ms", validate.to_ms(recheck + 1.0))
         put(self, "wake_ms", validate.to_ms(max(1.0, 2 * recheck)))
-        if self.watchdog_lease is not None:
-            put(self, "watchdog_lease", float(self.watchdog_lease))
-
-    @property
-    def watchdog(self) -> bool:
-        """Whether the lease is renewed by the watchdog (``ttl`` is None)."""
-        return self.ttl is None
+        put(self, "watchdog_lease", float(self.watchdog_lease))  # checked by _timing
 
     @classmethod
     def check_keywords(cls, owner: str, given: Mapping[str, Any]) -> None:

@@ -200,6 +200,24 @@ def test_drop_reply_applies_the_command_but_loses_the_reply(
     assert client.get("dr") == "v"
 
 
+def test_lose_reply_resets_once_and_a_default_client_retries(
+    proxy: FaultProxy, admin: redis.Redis
+) -> None:
+    client = redis.Redis(**proxy.client_kwargs())  # redis-py's defaults: retries on
+    try:
+        assert client.ping() is True
+        proxy.set_fault("lose_reply")
+        # INCR took effect, its reply was lost, the connection reset; the retry ran it again
+        assert client.incr("lr") == 2
+        assert admin.get("lr") == "2"
+        assert proxy.lost_replies == 1
+        assert proxy.fault == "pass"
+        assert client.incr("lr") == 3  # healed: nothing more is lost
+        assert proxy.lost_replies == 1
+    finally:
+        client.close()
+
+
 def test_last_upstream_advances_only_when_bytes_go_up(
     proxy: FaultProxy, client: redis.Redis
 ) -> None:

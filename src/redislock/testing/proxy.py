@@ -46,6 +46,13 @@ and to the new ones as soon as the call returns:
     bytes (``dropped_replies`` counts them; an end of stream is still passed on). Requests
     reach the server and take effect, their clients never get the replies, so they time
     out.
+``"lose_reply"``
+    One-shot: the next chunk of server replies (on whichever connection it comes first) is
+    read and discarded, that connection is aborted with a TCP RST on both sockets, and the
+    fault returns to ``"pass"`` by itself (``lost_replies`` counts such events). The
+    command has taken effect on the server; its client sees ``ECONNRESET`` at once and, with
+    redis-py's default retry policy, sends the command again on a new connection: the
+    lost-reply-then-retry case that scripts must survive without a double effect.
 
 Whatever the fault, a proxy connection ends when one peer's end of the stream (EOF, error or
 reset, read in order after the bytes before it) is forwarded: the proxy then closes both
@@ -90,7 +97,7 @@ _log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-FAULT_KINDS: Final = ("pass", "blackhole", "reset", "delay", "drop_reply")
+FAULT_KINDS: Final = ("pass", "blackhole", "reset", "delay", "drop_reply", "lose_reply")
 """The fault kinds :meth:`FaultProxy.set_fault` accepts."""
 
 _READ_HIGH: Final = 1024 * 1024
@@ -307,6 +314,8 @@ class FaultProxy(Startable):
         self.connections = 0
         #: Bytes of server replies read and discarded by the ``"drop_reply"`` fault.
         self.dropped_replies = 0
+        #: Replies lost by the ``"lose_reply"`` fault (each one ended its connection).
+        self.lost_replies = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -644,6 +653,13 @@ class _Pipe:
                     self.conn.close()
                     return
                 self.size -= len(data)
+                if not self.up and kind == "lose_reply":
+                    proxy.lost_replies += 1
+                    proxy._fault = ("pass", 0.0)
+                    self.conn.abort(rst=True)
+                    for conn in list(proxy._conns):
+                        conn.refresh()
+                    return
                 if not self.up and kind == "drop_reply":
                     proxy.dropped_replies += len(data)
                 elif not dest.is_closing():

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from redislock._core.keys import FairKeys, HoldKeys, LockKeys
-from redislock._core.lock import LockCore
+from redislock._core.lock import DONE_MS, LockCore
 from redislock._core.scripts import SCRIPTS
 
 K = LockKeys.for_name("job")
@@ -167,7 +167,7 @@ def held(token: str = TOKEN, px: int | None = 5000) -> tuple[str | int, ...]:
 
 
 ACQ = (K.lock, K.fence, K.wait)
-REL = (K.lock, K.wait, K.wake)
+REL = (K.lock, K.wait, K.wake, K.done)
 GONE = 0  # EXISTS reply
 
 # hold.lua and fair.lua: their own key layouts, ARGV as the cores build them.
@@ -304,7 +304,7 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
 M3 = LockKeys.for_name("job}3")
 MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
-MREL = (M1.lock, M1.wait, M1.wake, M2.lock, M2.wait, M2.wake)
+MREL = (M1.lock, M1.wait, M1.wake, M1.done, M2.lock, M2.wait, M2.wake, M2.done)
 MLOCKS = (M1.lock, M2.lock)
 
 
@@ -318,9 +318,14 @@ def multi_args(
     marker_ms: int | str = "",
     wake_ms: int | str = "",
     mode: str = "",
+    op_id: str = "",
+    done_ms: int | str = "",
 ) -> tuple[Arg, ...]:
-    """multi.lua's ARGV, laid out as ``MultiCore._op`` lays it out."""
-    return (op, n, token, ms, meta, marker_ms, wake_ms, mode)
+    """multi.lua's ARGV, laid out as ``MultiCore._op`` lays it out (a release remembers
+    itself for DONE_MS unless ``done_ms`` says otherwise)."""
+    if op == "release" and done_ms == "":
+        done_ms = DONE_MS
+    return (op, n, token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
 
 
 def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:

@@ -36,7 +36,7 @@ from redislock import (
     UnexpectedReplyError,
 )
 from redislock._core.keys import LockKeys
-from redislock._core.lock import HolderInfo
+from redislock._core.lock import DONE_MS, HolderInfo
 from redislock._core.multi import CHUNK, MAX_NAMES, plan
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
@@ -214,7 +214,12 @@ def test_acquire_release_writes_exactly_lock_keys(fl: Multi) -> None:
     assert not m.locked()
     assert fences(m) is None
     assert lock_keys_left(fl.admin, ["a", "b", "c"]) == 0
-    assert sorted(fl.admin.keys("*")) == sorted(LockKeys.for_name(n).fence for n in "abc")
+    # Left: the fence counters, and the release's memo for a client that sends it again
+    # (one done key per chunk, with a short TTL).
+    done = LockKeys.for_name("a").done
+    expected = sorted([*(LockKeys.for_name(n).fence for n in "abc"), done])
+    assert sorted(fl.admin.keys("*")) == expected
+    assert 0 < fl.admin.pttl(done) <= DONE_MS
     assert m.statistics().acquisitions == 1
     with pytest.raises(NotOwnedError):
         m.release()

@@ -117,18 +117,18 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         assert not re.search(r"(?<!milli)seconds?\b", m[2]), line
     expected = {
         "lock_acquire": ["ttl_ms", "wait_ms"],
-        "lock_extend": ["ms"],
-        "lock_release": ["wake_ttl_ms"],
+        "lock_extend": ["ms", "done_ms"],
+        "lock_release": ["wake_ttl_ms", "done_ms"],
         "lock_force_release": ["wake_ttl_ms"],
         "fair": ["lease_ms", "waiter_ms"],
         "hold": ["ms", "marker_ms", "wake_ms"],
-        "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms"],
+        "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
 
 
 # multi.lua's key arguments: KEYS[<index of name i>], or a local holding only such keys.
-_MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers)\)?|wake"
+_MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers|dones|set)\)?|wake|done"
 
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
@@ -164,16 +164,18 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     if name == "multi":
         for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
             assert re.fullmatch(r"[\d ]*[*+\- \w()\[\]#]*", index), index
-            assert set(re.findall(r"[a-z_]+", index)) <= {"i", "stride", "ours", "j"}, index
-        for local in ("locks", "gone", "markers", "wake"):
+            # n + 1: the done key after the names (extend with an op id)
+            assert set(re.findall(r"[a-z_]+", index)) <= {"i", "stride", "ours", "j", "n"}, index
+        for local in ("locks", "gone", "markers", "wake", "dones", "done", "set"):
             for value in re.findall(rf"\b{local}(?:\[[^\]]*\])? = (.+)", code):
-                assert re.fullmatch(r"KEYS\[[^\]]*\]?\]|locks\[i\]|\{\}.*", value), value
+                assert re.fullmatch(r"KEYS\[[\w *+\-()\[\]]*\]|locks\[i\]|\{\}.*", value), value
     elif name == "redlock_fence":
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
     else:
         assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
     assert "#KEYS" not in code or name == "redlock_fence"
-    assert "redislock:" not in code  # no key prefix spelled out in Lua
+    # no key prefix spelled out in Lua (the ACL refusal's message is not a key)
+    assert "redislock:" not in code.replace("'NOPERM redislock: '", "")
     assert not {cmd.upper() for cmd, _ in calls} & {"KEYS", "SCAN", "SELECT", "RENAME"}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     ACQ,
@@ -80,6 +81,19 @@ CASES = [
         ],
     ),
     Case(
+        "acquire-sent-again-keeps-the-fence-and-renews-the-ttl",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["ok", 5],
+        setup=[held(px=2000), ("SET", K.fence, 5)],
+        after=[
+            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("PTTL", K.lock), Between(9000, 10000)),  # the lease runs from the retry
+            (("GET", K.fence), "5"),
+        ],
+    ),
+    Case(
         "acquire-key-without-ttl",
         "lock_acquire",
         ACQ,
@@ -93,16 +107,69 @@ CASES = [
         "release-ok-no-waiters",
         "lock_release",
         REL,
+        (TOKEN, 2000, DONE_MS),
+        "ok",
+        setup=[held()],
+        after=[
+            (("EXISTS", K.lock), GONE),
+            (("EXISTS", K.wake), GONE),
+            (("GET", K.done), TOKEN),  # remembered for a client that sends it again
+            (("PTTL", K.done), Between(DONE_MS - 1000, DONE_MS)),
+        ],
+    ),
+    Case(
+        "release-sent-again-answers-ok",
+        "lock_release",
+        REL,
+        (TOKEN, 2000, DONE_MS),
+        "ok",
+        setup=[("SET", K.done, TOKEN, "PX", 50000)],
+        after=[(("EXISTS", K.lock), GONE), (("PTTL", K.done), Between(49000, 50000))],
+    ),
+    Case(
+        "release-sent-again-after-another-took-it-answers-ok",
+        "lock_release",
+        REL,
+        (TOKEN, 2000, DONE_MS),
+        "ok",
+        setup=[held(OTHER), ("SET", K.done, TOKEN, "PX", 50000), ("SET", K.wait, "1", "PX", 5000)],
+        after=[
+            (("GET", K.lock), f"{OTHER}|{META}"),  # the new holder's key is untouched
+            (("PTTL", K.lock), Between(4000, 5000)),
+            (("EXISTS", K.wake), GONE),
+        ],
+    ),
+    Case(
+        "release-another-tokens-done-key-is-gone",
+        "lock_release",
+        REL,
+        (TOKEN, 2000, DONE_MS),
+        "gone",
+        setup=[("SET", K.done, OTHER, "PX", 50000)],
+        after=[(("GET", K.done), OTHER)],
+    ),
+    Case(
+        "release-an-extend-memo-is-not-a-release",
+        "lock_release",
+        REL,
+        (TOKEN, 2000, DONE_MS),
+        "gone",
+        setup=[("SET", K.done, f"{TOKEN}|0123456789abcdef", "PX", 50000)],
+    ),
+    Case(
+        "release-without-done-key-as-before",
+        "lock_release",
+        REL[:3],
         (TOKEN, 2000),
         "ok",
         setup=[held()],
-        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.done), GONE)],
     ),
     Case(
         "release-ok-wakes-a-waiter",
         "lock_release",
         REL,
-        (TOKEN, 2000),
+        (TOKEN, 2000, DONE_MS),
         "ok",
         setup=[held(), ("SET", K.wait, "1", "PX", 5000)],
         after=[
@@ -115,7 +182,7 @@ CASES = [
         "release-ok-replaces-stale-wakeups",
         "lock_release",
         REL,
-        (TOKEN, 2000),
+        (TOKEN, 2000, DONE_MS),
         "ok",
         setup=[held(), ("SET", K.wait, "1", "PX", 5000), ("RPUSH", K.wake, "x", "y", "z")],
         after=[(("LRANGE", K.wake, 0, -1), ["1"])],
@@ -124,7 +191,7 @@ CASES = [
         "release-gone",
         "lock_release",
         REL,
-        (TOKEN, 2000),
+        (TOKEN, 2000, DONE_MS),
         "gone",
         setup=[("SET", K.wait, "1", "PX", 5000)],
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
@@ -133,7 +200,7 @@ CASES = [
         "release-taken",
         "lock_release",
         REL,
-        (TOKEN, 2000),
+        (TOKEN, 2000, DONE_MS),
         "taken",
         setup=[held(OTHER), ("SET", K.wait, "1", "PX", 5000)],
         after=[
@@ -146,7 +213,7 @@ CASES = [
         "release-token-prefix-is-not-ownership",
         "lock_release",
         REL,
-        (TOKEN, 2000),
+        (TOKEN, 2000, DONE_MS),
         "taken",
         setup=[("SET", K.lock, f"{TOKEN}0|{META}", "PX", 5000)],
         after=[(("GET", K.lock), f"{TOKEN}0|{META}")],
@@ -160,6 +227,54 @@ CASES = [
         ["ok", Between(7000, 8000)],
         setup=[held()],
         after=[(("PTTL", K.lock), Between(7000, 8000)), (("GET", K.lock), f"{TOKEN}|{META}")],
+    ),
+    Case(
+        "extend-add-remembers-its-op-id",
+        "lock_extend",
+        (K.lock, K.done),
+        (TOKEN, 3000, "add", "0123456789abcdef", DONE_MS),
+        ["ok", Between(7000, 8000)],
+        setup=[held()],
+        after=[
+            (("PTTL", K.lock), Between(7000, 8000)),
+            (("GET", K.done), f"{TOKEN}|0123456789abcdef"),
+            (("PTTL", K.done), Between(DONE_MS - 1000, DONE_MS)),
+        ],
+    ),
+    Case(
+        "extend-add-sent-again-adds-nothing",
+        "lock_extend",
+        (K.lock, K.done),
+        (TOKEN, 3000, "add", "0123456789abcdef", DONE_MS),
+        ["ok", Between(4000, 5000)],  # the TTL now
+        setup=[held(), ("SET", K.done, f"{TOKEN}|0123456789abcdef", "PX", 50000)],
+        after=[(("PTTL", K.lock), Between(4000, 5000))],
+    ),
+    Case(
+        "extend-add-another-op-id-adds",
+        "lock_extend",
+        (K.lock, K.done),
+        (TOKEN, 3000, "add", "fedcba9876543210", DONE_MS),
+        ["ok", Between(7000, 8000)],
+        setup=[held(), ("SET", K.done, f"{TOKEN}|0123456789abcdef", "PX", 50000)],
+        after=[(("GET", K.done), f"{TOKEN}|fedcba9876543210")],
+    ),
+    Case(
+        "extend-add-another-tokens-op-id-adds",
+        "lock_extend",
+        (K.lock, K.done),
+        (TOKEN, 3000, "add", "0123456789abcdef", DONE_MS),
+        ["ok", Between(7000, 8000)],
+        setup=[held(), ("SET", K.done, f"{OTHER}|0123456789abcdef", "PX", 50000)],
+    ),
+    Case(
+        "extend-add-op-id-of-a-lost-hold-is-gone",
+        "lock_extend",
+        (K.lock, K.done),
+        (TOKEN, 3000, "add", "0123456789abcdef", DONE_MS),
+        ["gone", 0],
+        setup=[("SET", K.done, f"{TOKEN}|0123456789abcdef", "PX", 50000)],
+        after=[(("EXISTS", K.lock), GONE)],
     ),
     Case(
         "extend-set-shortens",
@@ -263,7 +378,7 @@ CASES = [
     Case(
         "force-release-with-waiters",
         "lock_force_release",
-        REL,
+        REL[:3],  # as the CLI calls it
         (2000,),
         1,
         setup=[held(OTHER), ("SET", K.wait, "1", "PX", 5000), ("SET", K.fence, 1)],
@@ -277,7 +392,7 @@ CASES = [
     Case(
         "force-release-no-waiters",
         "lock_force_release",
-        REL,
+        REL[:3],  # as the CLI calls it
         (2000,),
         1,
         setup=[held(OTHER)],
@@ -286,7 +401,7 @@ CASES = [
     Case(
         "force-release-nothing-held",
         "lock_force_release",
-        REL,
+        REL[:3],  # as the CLI calls it
         (2000,),
         0,
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
@@ -316,5 +431,5 @@ def test_acquire_release_cycle_issues_increasing_fences(r: redis.Redis) -> None:
         status, fence = norm(r.eval(acquire.source, 3, *ACQ, token, 10000, META, 0))
         assert status == "ok"
         fences.append(fence)
-        assert norm(r.eval(release.source, 3, *REL, token, 2000)) == "ok"
+        assert norm(r.eval(release.source, 4, *REL, token, 2000, DONE_MS)) == "ok"
     assert fences == [1, 2, 3]

@@ -4,9 +4,12 @@ through EVAL, case by case (the case format is in ``tests/scriptcases.py``)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import redis
 
+from redislock._core.lock import DONE_MS
 from redislock._core.multi import MultiCore
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
@@ -88,6 +91,24 @@ CASES = [
         after=[(("GET", M1.fence), "3"), (("GET", M2.lock), f"{TOKEN}|{META}")],
     ),
     Case(
+        "multi-acquire-sent-again-renews-the-ttl",
+        "multi",
+        MACQ,
+        macq(),
+        ["ok", 3, 4],
+        setup=[
+            ("SET", M1.lock, f"{TOKEN}|{META}", "PX", 2000),
+            ("SET", M2.lock, f"{TOKEN}|{META}", "PX", 2000),
+            ("SET", M1.fence, 3),
+            ("SET", M2.fence, 4),
+        ],
+        after=[
+            (("PTTL", M1.lock), Between(9000, 10000)),  # the lease runs from the retry
+            (("PTTL", M2.lock), Between(9000, 10000)),
+            (("GET", M2.fence), "4"),
+        ],
+    ),
+    Case(
         "multi-acquire-key-without-ttl",
         "multi",
         MACQ,
@@ -101,7 +122,7 @@ CASES = [
         "multi",
         MACQ,
         macq(),
-        Error("WRONGTYPE"),
+        Error(f"wrong kind of value (redislock key: {M2.lock})"),  # names the key
         setup=[("HSET", M2.lock, OTHER, "w|1|0|1|x")],
         after=absent(M1.lock, M1.fence, M2.fence),
     ),
@@ -113,7 +134,38 @@ CASES = [
         multi_args("release", wake_ms=WAKE_MS),
         ["ok", 2, 0],
         setup=[mheld(M1), mheld(M2), marker(M2.wait)],
-        after=[*absent(M1.lock, M2.lock, M1.wake), *woken(M2.wake)],
+        after=[
+            *absent(M1.lock, M2.lock, M1.wake, M2.done),
+            *woken(M2.wake),
+            (("GET", M1.done), f"{TOKEN}|rel|ok|2|0"),  # one memo per chunk
+            (("PTTL", M1.done), Between(DONE_MS - SLACK, DONE_MS)),
+        ],
+    ),
+    Case(
+        "multi-release-sent-again-answers-as-the-first",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["taken", 1, 2],
+        setup=[mheld(M2, OTHER), ("SET", M1.done, f"{TOKEN}|rel|taken|1|2", "PX", 50000)],
+        after=[(("GET", M2.lock), f"{OTHER}|{META}"), *absent(M1.lock, M1.wake, M2.wake)],
+    ),
+    Case(
+        "multi-release-sent-again-after-another-took-a-name-answers-ok",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["ok", 2, 0],
+        setup=[mheld(M1, OTHER), ("SET", M2.done, f"{TOKEN}|rel|ok|2|0", "PX", 50000)],
+        after=[(("GET", M1.lock), f"{OTHER}|{META}")],
+    ),
+    Case(
+        "multi-release-another-tokens-memo-is-gone",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["gone", 0, 1],
+        setup=[("SET", M1.done, f"{OTHER}|rel|ok|2|0", "PX", 50000)],
     ),
     Case(
         "multi-release-leaves-another-owners-name",
@@ -148,6 +200,35 @@ CASES = [
         after=[
             (("PTTL", M1.lock), Between(14000 - SLACK, 15000)),
             (("PTTL", M2.lock), Between(14000 - SLACK, 15000)),
+        ],
+    ),
+    Case(
+        "multi-extend-add-remembers-its-op-id",
+        "multi",
+        (*MLOCKS, M1.done),
+        multi_args("extend", ms=10000, mode="add", op_id="0123456789abcdef", done_ms=DONE_MS),
+        ["ok", Between(14000, 15000), 0],
+        setup=[mheld(M1), mheld(M2)],
+        after=[
+            (("PTTL", M2.lock), Between(14000 - SLACK, 15000)),
+            (("GET", M1.done), f"{TOKEN}|0123456789abcdef"),
+            (("PTTL", M1.done), Between(DONE_MS - SLACK, DONE_MS)),
+        ],
+    ),
+    Case(
+        "multi-extend-add-sent-again-adds-nothing",
+        "multi",
+        (*MLOCKS, M1.done),
+        multi_args("extend", ms=10000, mode="add", op_id="0123456789abcdef", done_ms=DONE_MS),
+        ["ok", Between(4000, 5000), 0],
+        setup=[
+            mheld(M1),
+            mheld(M2, px=8000),
+            ("SET", M1.done, f"{TOKEN}|0123456789abcdef", "PX", 50000),
+        ],
+        after=[
+            (("PTTL", M1.lock), Between(4000, 5000)),
+            (("PTTL", M2.lock), Between(7000, 8000)),
         ],
     ),
     Case(
@@ -224,6 +305,12 @@ def test_multi_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     op = core._op("release", chunk, TOKEN)
     assert (op.keys, op.args) == (MREL, multi_args("release", wake_ms=core.wake_ms))
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="add")
-    assert (op.keys, op.args) == (MLOCKS, multi_args("extend", ms=3000, mode="add"))
+    op_id = str(op.args[8])
+    assert re.fullmatch(r"[0-9a-f]{16}", op_id)
+    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[8] != op_id  # per call
+    expected = multi_args("extend", ms=3000, mode="add", op_id=op_id, done_ms=DONE_MS)
+    assert (op.keys, op.args) == ((*MLOCKS, M1.done), expected)
+    op = core._op("extend", chunk, TOKEN, ms=3000, mode="max")
+    assert (op.keys, op.args) == (MLOCKS, multi_args("extend", ms=3000, mode="max"))
     op = core._op("status", chunk, TOKEN)
     assert (op.keys, op.args) == (MLOCKS, multi_args("status"))

@@ -27,10 +27,12 @@ from redislock.aio.rlock import AsyncWriteLock as AsyncWriteLock
 from redislock.aio.semaphore import AsyncPermit as AsyncPermit
 from redislock.aio.semaphore import AsyncSemaphore as AsyncSemaphore
 from redislock.errors import AcquireTimeoutError as AcquireTimeoutError
+from redislock.errors import KindConflictError as KindConflictError
 from redislock.errors import LockConfigError as LockConfigError
 from redislock.errors import LockLostError as LockLostError
 from redislock.errors import LockUpgradeError as LockUpgradeError
 from redislock.errors import LockUsageError as LockUsageError
+from redislock.errors import NoPermissionError as NoPermissionError
 from redislock.errors import NotOwnedError as NotOwnedError
 from redislock.errors import QueueFullError as QueueFullError
 from redislock.errors import QuorumError as QuorumError
@@ -72,6 +74,7 @@ __all__ = [
     "AsyncWriteLock",
     "FairLock",
     "HoldInfo",
+    "KindConflictError",
     "Lock",
     "LockConfigError",
     "LockInfo",
@@ -81,6 +84,7 @@ __all__ = [
     "LockUsageError",
     "MultiLock",
     "MultiRedlock",
+    "NoPermissionError",
     "NotOwnedError",
     "Permit",
     "PermitsInfo",
@@ -118,6 +122,7 @@ for _obj in (
     AsyncWriteLock,
     FairLock,
     HoldInfo,
+    KindConflictError,
     Lock,
     LockConfigError,
     LockInfo,
@@ -127,6 +132,7 @@ for _obj in (
     LockUsageError,
     MultiLock,
     MultiRedlock,
+    NoPermissionError,
     NotOwnedError,
     Permit,
     PermitsInfo,

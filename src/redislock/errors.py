@@ -14,22 +14,31 @@
     ├── QuorumError                         Redlock: masters failed (not busy), no majority
     ├── ReplicationError                    replicas=k: fewer replicas acknowledged a write
     ├── UnexpectedReplyError                a reply or key state this version does not know
+    ├── NoPermissionError                   an ACL refused a command (redis-py's class too)
+    ├── KindConflictError                   a name used by two kinds (WRONGTYPE)
     └── ServerError                         a redis-server process (redislock.server) failed
         └── ServerNotFoundError             no redis-server binary was found
 
 Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
-``NOPERM``, ``READONLY``, ``OOM``) pass through unwrapped. They are never turned into
+``READONLY``, ``OOM``) pass through unwrapped; an ACL refusal becomes
+:class:`NoPermissionError` and a ``WRONGTYPE`` on a lock key :class:`KindConflictError`,
+both still instances of the redis-py class callers caught before. None is ever turned into
 "lock busy" or "not acquired".
 """
 
 from __future__ import annotations
 
+from redis.exceptions import NoPermissionError as _RedisNoPermissionError
+from redis.exceptions import ResponseError as _RedisResponseError
+
 __all__ = [
     "AcquireTimeoutError",
+    "KindConflictError",
     "LockConfigError",
     "LockLostError",
     "LockUpgradeError",
     "LockUsageError",
+    "NoPermissionError",
     "NotOwnedError",
     "QueueFullError",
     "QuorumError",
@@ -196,6 +205,57 @@ class UnexpectedReplyError(RedisLockError):
     Also raised when a lock key exists without a TTL: something other than redislock
     wrote it, and waiting for it would wait forever.
     """
+
+
+class NoPermissionError(RedisLockError, _RedisNoPermissionError):
+    """The Redis user may not run a command a lock operation needs (ACL, ``NOPERM``).
+
+    Also a ``redis.exceptions.NoPermissionError``. The scripts refuse before they write
+    anything that would be left half-done, so after this error the holder still holds what
+    it held (a failed release keeps the hold; a failed acquire holds nothing). The ACL
+    profile each kind needs is in ``docs/acl.md``.
+
+    Attributes:
+        command: the refused command in capitals (e.g. ``"PEXPIRE"``), or None when Redis
+            did not say (a script on a server older than this version's scripts).
+    """
+
+    def __init__(self, message: str, command: str | None = None) -> None:
+        super().__init__(message)
+        self.command = command
+
+    def __reduce__(self) -> tuple[type[NoPermissionError], tuple[str, str | None]]:
+        return (type(self), (str(self), self.command))
+
+
+class KindConflictError(RedisLockError, _RedisResponseError):
+    """One lock name is used by two kinds whose keys cannot be shared (Redis ``WRONGTYPE``).
+
+    A ``Lock``, ``MultiLock``, ``FairLock`` or ``Redlock`` stores a string at the lock key;
+    an ``RLock``, ``ReadWriteLock`` or ``Semaphore`` stores a hash. Also a
+    ``redis.exceptions.ResponseError`` whose message starts with ``WRONGTYPE``. Nothing was
+    written. Use another name or another ``prefix`` for one of them.
+
+    Attributes:
+        name: the lock name (None if the key is not a redislock lock key).
+        key: the lock key that holds the other kind.
+        wanted: the kinds that were asked for, e.g. ``"Lock, MultiLock, FairLock or Redlock"``.
+        found: what the key holds, e.g. ``"a Semaphore"``.
+    """
+
+    def __init__(self, name: str | None, key: str, wanted: str, found: str) -> None:
+        what = f"lock name {name!r}" if name is not None else f"key {key!r}"
+        super().__init__(
+            f"WRONGTYPE {what} is already used by {found}; a {wanted} cannot share it "
+            "(one name serves one kind: use another name or prefix)"
+        )
+        self.name = name
+        self.key = key
+        self.wanted = wanted
+        self.found = found
+
+    def __reduce__(self) -> tuple[type[KindConflictError], tuple[str | None, str, str, str]]:
+        return (type(self), (self.name, self.key, self.wanted, self.found))
 
 
 class ServerError(RedisLockError):

@@ -9,6 +9,8 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   is held it equals the holder's fencing token
     P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
     P{N}:wake     wake-up list: a release pushes one element when the marker exists
+    P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
+                  sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits``
@@ -17,7 +19,7 @@ Lock and adds ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and one grant lis
 ``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``).
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
-lock name can collide with another lock's internal keys. The hash tag of all four keys is
+lock name can collide with another lock's internal keys. The hash tag of all these keys is
 the text between the ``{`` after the prefix and the first ``}`` after it: the same for all.
 """
 
@@ -38,12 +40,19 @@ class LockKeys(NamedTuple):
     fence: str
     wait: str
     wake: str
+    done: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
         """Keys for lock ``name`` (already validated) under ``prefix``."""
         base = f"{prefix}{{{name}}}"
-        return cls(lock=base, fence=base + ":fence", wait=base + ":wait", wake=base + ":wake")
+        return cls(
+            lock=base,
+            fence=base + ":fence",
+            wait=base + ":wait",
+            wake=base + ":wake",
+            done=base + ":done",
+        )
 
     @staticmethod
     def name_of(key: str, prefix: str = DEFAULT_PREFIX) -> str | None:

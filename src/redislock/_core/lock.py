@@ -53,6 +53,7 @@ __all__ = [
     "COALESCE",
     "DEFAULT_RECHECK",
     "DEFAULT_WATCHDOG_LEASE",
+    "DONE_MS",
     "HolderInfo",
     "Holding",
     "LockCore",
@@ -68,6 +69,13 @@ COALESCE: Final = 0.05
 """Seconds: the watchdog sends renewals due this soon with the ones due now (early is
 harmless), so many leases share one round trip."""
 
+DONE_MS: Final = 60_000
+"""Milliseconds a name's done key remembers its last release or "add" extend, so that the
+same call sent again (redis-py's default client retries a command whose reply was lost: up
+to 10 times, each after at most ``socket_timeout`` = 5 s and a back-off of at most 1 s) gets
+the first call's answer instead of "gone" or a second extension. One short string per
+released name, gone after this window."""
+
 _ACQUIRE = SCRIPTS["lock_acquire"]
 _RELEASE = SCRIPTS["lock_release"]
 _EXTEND = SCRIPTS["lock_extend"]
@@ -77,6 +85,12 @@ _STATUS = SCRIPTS["lock_status"]
 def new_token() -> str:
     """A fresh owner token: 128 bits from the OS CSPRNG (as :mod:`secrets`), 32 hex characters."""
     return os.urandom(16).hex()  # what secrets.token_hex(16) does, one call less
+
+
+def new_op_id() -> str:
+    """A fresh id for one "add" extend call (64 random bits, 16 hex characters): the script
+    remembers it, so the same call sent again by the client's retry adds nothing."""
+    return os.urandom(8).hex()
 
 
 def no_ttl(key: str) -> UnexpectedReplyError:
@@ -505,11 +519,20 @@ class LockCore:
         yield self._release_op(token)
 
     def _release_op(self, token: str) -> Eval:
+        """lock_release.lua for ``token``, remembered in the done key for :data:`DONE_MS`
+        (a release sent again after a lost reply answers "ok")."""
         keys = self.keys
-        return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake), (token, self.wake_ms))
+        return Eval(
+            _RELEASE, (keys.lock, keys.wait, keys.wake, keys.done), (token, self.wake_ms, DONE_MS)
+        )
 
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
-        return Eval(_EXTEND, (self.keys.lock,), (token, ms, mode))
+        """lock_extend.lua for ``token``; an "add" carries a fresh op id (remembered in the
+        done key for :data:`DONE_MS`), so a retry of the same call adds nothing."""
+        if mode != "add":
+            return Eval(_EXTEND, (self.keys.lock,), (token, ms, mode))
+        keys = (self.keys.lock, self.keys.done)
+        return Eval(_EXTEND, keys, (token, ms, mode, new_op_id(), DONE_MS))
 
     def _extend_step(self, h: Holding, seconds: float, mode: str) -> Flow[tuple[str, float]]:
         """Owner-checked extend: ("ok", new TTL in seconds; ``h.expires_at`` updated),

@@ -37,10 +37,12 @@ from redis.crc import key_slot
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX, LockKeys
 from redislock._core.lock import (
+    DONE_MS,
     Holding,
     LockCore,
     LockStatistics,
     holder_meta,
+    new_op_id,
     new_token,
     no_ttl,
     why,
@@ -198,16 +200,27 @@ class MultiCore(LockCore):
         marker_ms: int | str = "",
         mode: str = "",
     ) -> Eval:
-        """multi.lua's KEYS and ARGV for ``op`` on ``chunk``."""
+        """multi.lua's KEYS and ARGV for ``op`` on ``chunk``: a release is remembered in a
+        done key for :data:`DONE_MS`, and an "add" extend carries a fresh op id, so the same
+        call sent again by the client's retry answers as the first did."""
         locks = chunk.locks
+        op_id: str = ""
+        done_ms: int | str = ""
         if op == "acquire":
             keys = tuple(k for lock in locks for k in (lock, lock + ":fence", lock + ":wait"))
         elif op == "release":
-            keys = tuple(k for lock in locks for k in (lock, lock + ":wait", lock + ":wake"))
+            keys = tuple(
+                k for lock in locks for k in (lock, lock + ":wait", lock + ":wake", lock + ":done")
+            )
+            done_ms = DONE_MS
+        elif op == "extend" and mode == "add":
+            keys = (*locks, locks[0] + ":done")
+            op_id, done_ms = new_op_id(), DONE_MS
         else:
             keys = locks
         wake_ms = self.wake_ms if op == "release" else ""
-        return Eval(_MULTI, keys, (op, len(locks), token, ms, meta, marker_ms, wake_ms, mode))
+        args = (op, len(locks), token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+        return Eval(_MULTI, keys, args)
 
     def _release_chunks(self, chunks: Iterable[Chunk], token: str) -> Flow[None]:
         """Give back ``chunks`` (owner-checked: names not ours are not touched); every chunk

@@ -10,18 +10,19 @@ the operations with their client, so every algorithm exists exactly once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
+from redis import exceptions as redis_exceptions
 from redis.exceptions import (
-    NoPermissionError,
     OutOfMemoryError,
     ReadOnlyError,
     ResponseError,
 )
 
 from redislock._core.scripts import Script
-from redislock.errors import UnexpectedReplyError
+from redislock.errors import KindConflictError, NoPermissionError, UnexpectedReplyError
 
 __all__ = [
     "Acked",
@@ -38,6 +39,8 @@ __all__ = [
     "acked",
     "as_int",
     "as_str",
+    "error_flow",
+    "no_permission",
     "queue_replicated",
     "script_error",
     "unwrap",
@@ -141,22 +144,52 @@ def as_int(value: object) -> int:
 
 _WRAPPED = (
     ("-READONLY", ReadOnlyError),
-    ("-NOPERM", NoPermissionError),
     ("-OOM", OutOfMemoryError),
 )
 
+_SCRIPT_REFUSED = "user executing the script can't"
+"""What Redis says when an ACL refuses a command inside a script (6.2 and 7.x): it names no
+command. redislock's own scripts name it instead (``NOPERM redislock: <COMMAND> ...``)."""
+
+_OURS = re.compile(r"redislock: ([A-Z][A-Z_|]*) ")
+_REDIS_NAMES = re.compile(r"'([A-Za-z][A-Za-z_|]*)' command")
+
+
+def no_permission(text: str) -> NoPermissionError:
+    """The typed error of an ACL refusal whose message is ``text``, naming the command when
+    the message does: a redislock script's ``NOPERM redislock: <COMMAND> ...``, or Redis's
+    own ``... no permissions to run the '<command>' command``."""
+    text = text.strip()
+    if text.startswith("NOPERM "):
+        text = text[len("NOPERM ") :]
+    found = _OURS.search(text) or _REDIS_NAMES.search(text)
+    return NoPermissionError(text, found[1].upper() if found else None)
+
 
 def script_error(exc: ResponseError) -> ResponseError | None:
-    """The typed redis-py error inside a script failure, or None if there is none.
+    """The typed error inside a command's failure, or None if there is none.
 
+    An ACL refusal becomes :class:`redislock.errors.NoPermissionError` (a redis-py
+    ``NoPermissionError`` too) naming the refused command when Redis or the script says which.
     Redis reports a command refused inside a script as ``Error running script ...:
     -READONLY You can't write against a read only replica``; redis-py then raises a plain
-    ``ResponseError``. Unwrapped, it is the ``ReadOnlyError`` (or ``NoPermissionError``,
-    ``OutOfMemoryError``) that callers and redis-py's Sentinel failover handling expect.
+    ``ResponseError``. Unwrapped, it is the ``ReadOnlyError`` (or ``OutOfMemoryError``) that
+    callers and redis-py's Sentinel failover handling expect.
     """
+    if isinstance(exc, NoPermissionError | KindConflictError):
+        return None  # typed already
+    text = str(exc)
+    if isinstance(exc, redis_exceptions.NoPermissionError):
+        return no_permission(text)
     if type(exc) is not ResponseError:
         return None
-    text = str(exc)
+    at = text.find("-NOPERM")
+    if at >= 0:
+        return no_permission(text[at + 1 :])
+    if _SCRIPT_REFUSED in text:
+        return NoPermissionError(
+            f"{text} (a command inside the script; this Redis did not say which)", None
+        )
     for marker, cls in _WRAPPED:
         at = text.find(marker)
         if at >= 0:
@@ -164,10 +197,72 @@ def script_error(exc: ResponseError) -> ResponseError | None:
     return None
 
 
+# What each script's lock key holds, for the error of a name shared by two kinds.
+_STRING_KINDS = "Lock, MultiLock, FairLock or Redlock"
+_HASH_KINDS = "RLock, ReadWriteLock or Semaphore"
+_WANTED = {"hold": _HASH_KINDS, "fair": "FairLock", "multi": "MultiLock"}
+_HOLD_MODES = {
+    "p": "a Semaphore",
+    "r": "a ReadWriteLock (read holds)",
+    "w": "an RLock or a ReadWriteLock's writer",
+}
+_NAMED_KEY = re.compile(r"\(redislock key: (.*)\)\s*$")
+
+
+def error_flow(exc: ResponseError, op: Op) -> Flow[BaseException]:
+    """The error to raise for ``exc``, which ``op`` failed with: as :func:`script_error`,
+    and a ``WRONGTYPE`` from a script becomes :class:`KindConflictError` naming both kinds.
+
+    The drivers run this flow on the failure path only (one ``TYPE``, and for a hash one
+    ``HRANDFIELD``, of the lock key); it never raises, and returns ``exc`` itself when there
+    is nothing to add.
+    """
+    typed = script_error(exc)
+    if typed is not None:
+        return typed
+    text = str(exc)
+    if not isinstance(op, Eval | Replicated) or not text.startswith("WRONGTYPE"):
+        return exc
+    ev = op.op if isinstance(op, Replicated) else op
+    named = _NAMED_KEY.search(text)
+    key = named[1] if named else (ev.keys[0] if ev.keys else "")
+    if not key:
+        return exc
+    wanted = _WANTED.get(ev.script.name, "Lock or Redlock")
+    found = "another kind of lock (its keys under this name have other Redis types)"
+    try:
+        key_type = as_str((yield Call(("TYPE", key))))
+        if key_type == "string":
+            found = f"a {_STRING_KINDS} (a string at the lock key)"
+        elif key_type == "hash":
+            found = f"an {_HASH_KINDS} (a hash at the lock key)"
+            sample = yield Call(("HRANDFIELD", key, 1, "WITHVALUES"))
+            for item in _flat(sample):
+                mode = as_str(item)[:2]
+                if len(mode) == 2 and mode[1] == "|" and mode[0] in _HOLD_MODES:
+                    found = _HOLD_MODES[mode[0]]
+                    break
+        elif key_type != "none":
+            found = f"a Redis {key_type}, not written by redislock"
+    except Exception:  # the probe is a courtesy: without it the message is more general
+        pass
+    name = None
+    if key.endswith("}") and "{" in key:
+        name = key[key.index("{") + 1 : -1]
+    return KindConflictError(name, key, wanted, found)
+
+
+def _flat(reply: object) -> list[object]:
+    """The scalar items of a reply (a RESP3 reply nests pairs)."""
+    if isinstance(reply, list | tuple):
+        return [x for item in reply for x in _flat(item)]
+    return [reply]
+
+
 def _typed(reply: object) -> object:
-    """A reply as the drivers hand it to a flow: a script failure unwrapped to the typed
-    redis-py error inside it (see :func:`script_error`)."""
-    if type(reply) is ResponseError:
+    """A reply as the drivers hand it to a flow: a failure as the typed error inside it (see
+    :func:`script_error`)."""
+    if isinstance(reply, ResponseError):
         return script_error(reply) or reply
     return reply
 

@@ -20,6 +20,7 @@ from redislock._core.ops import (
     Replicated,
     Sleep,
     acked,
+    error_flow,
     queue_replicated,
     script_error,
 )
@@ -33,6 +34,16 @@ T = TypeVar("T")
 async def execute(client: Any, op: Op) -> Any:
     """Perform one operation with ``client`` and return its reply (typed script errors are
     raised as :mod:`redislock.errors`; redis-py's own errors propagate)."""
+    try:
+        return await _perform(client, op)
+    except ResponseError as exc:  # an ACL refusal, a name used by two kinds: typed errors
+        typed = await run(client, error_flow(exc, op))
+        if typed is exc:
+            raise
+        raise typed from exc
+
+
+async def _perform(client: Any, op: Op) -> Any:
     if isinstance(op, Eval):
         n = len(op.keys)
         try:

@@ -9,16 +9,47 @@
 -- ARGV[4] wait_ms       0 for a single try; else how long to keep the waiters marker, milliseconds
 -- returns {"ok", fence}        acquired; fence is the new fencing token
 --         {"busy", pttl_ms}    held by someone else; pttl_ms is the holder's remaining TTL (-1: no TTL)
+--         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; nothing is held
 -- Idempotent for one token: a client that retries after losing the reply (redis-py retries
--- on timeouts) gets {"ok", fence} for its own hold instead of waiting on itself.
-if redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
-  return {'ok', redis.call('INCR', KEYS[2])}
+-- on timeouts and dropped connections) gets {"ok", fence} for its own hold, with the TTL set
+-- to ttl_ms again, so the lease runs from the retry, never from before the client sent it.
+-- The first command is always the SET NX, and a GET of the lock key follows it iff it failed.
+
+-- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
+-- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
+-- after undoing what this call wrote before it; any other error reply is returned as is.
+local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function failed(cmd, r)
+  local e = r.err
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+  end
+  return r
 end
-local v = redis.call('GET', KEYS[1])
+
+local r = redis.pcall('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2])
+if bad(r) then return failed('SET', r) end
+if r then
+  local fence = redis.pcall('INCR', KEYS[2])
+  if bad(fence) then
+    redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
+    return failed('INCR', fence)
+  end
+  return {'ok', fence}
+end
+local v = redis.pcall('GET', KEYS[1])
+if bad(v) then return failed('GET', v) end
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
-  return {'ok', tonumber(redis.call('GET', KEYS[2]))}
+  r = redis.pcall('PEXPIRE', KEYS[1], ARGV[2])
+  if bad(r) then return failed('PEXPIRE', r) end
+  local fence = redis.pcall('GET', KEYS[2])
+  if bad(fence) then return failed('GET', fence) end
+  return {'ok', tonumber(fence)}
 end
 if ARGV[4] ~= '0' then
-  redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+  r = redis.pcall('SET', KEYS[3], '1', 'PX', ARGV[4])
+  if bad(r) then return failed('SET', r) end
 end
-return {'busy', redis.call('PTTL', KEYS[1])}
+r = redis.pcall('PTTL', KEYS[1])
+if bad(r) then return failed('PTTL', r) end
+return {'busy', r}

@@ -1,27 +1,67 @@
 -- lock_extend: lengthen the lease of a lock this owner token still holds. Never re-creates a key.
 -- KEYS[1] lock key
+-- KEYS[2] done key      optional, with ARGV[4]: string "<token>|<op_id>", the last "add" extend
+--                       of this name (the same key as lock_release.lua's), PX ARGV[5]
 -- ARGV[1] token         owner token
 -- ARGV[2] ms            milliseconds (integer >= 1)
 -- ARGV[3] mode          "add": new TTL = remaining TTL + ms;  "set": new TTL = ms;
 --                       "max": new TTL = max(remaining TTL, ms) (watchdog: never shortens)
--- returns {"ok", pttl_ms}  extended; pttl_ms is the new TTL
+-- ARGV[4] op_id         optional, "add" only: random per call (hex); a call that finds its own
+--                       op_id in the done key was already applied: it answers the current TTL
+--                       and adds nothing (a client retrying after the reply was lost)
+-- ARGV[5] done_ms       with ARGV[4]: how long the done key remembers the call, milliseconds
+-- returns {"ok", pttl_ms}  extended; pttl_ms is the new TTL (for a repeated call: the TTL now)
 --         {"gone", 0}      no lock key (expired or deleted)
 --         {"taken", 0}     another owner holds the key
-local v = redis.call('GET', KEYS[1])
+--         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command (the TTL may
+--                          be longer than before, never shorter than the caller believes)
+-- "set" and "max" are idempotent by themselves: repeated, they end at the same TTL or later.
+
+-- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
+-- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
+-- after undoing what this call wrote before it; any other error reply is returned as is.
+local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function failed(cmd, r)
+  local e = r.err
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+  end
+  return r
+end
+
+local v = redis.pcall('GET', KEYS[1])
+if bad(v) then return failed('GET', v) end
 if not v then
   return {'gone', 0}
 end
 if string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
   return {'taken', 0}
 end
+local op = ARGV[3] == 'add' and KEYS[2] and ARGV[4] and ARGV[4] ~= '' and ARGV[1] .. '|' .. ARGV[4]
+local r
+if op then
+  r = redis.pcall('GET', KEYS[2])
+  if bad(r) then return failed('GET', r) end
+  if r == op then
+    r = redis.pcall('PTTL', KEYS[1])
+    if bad(r) then return failed('PTTL', r) end
+    return {'ok', r}
+  end
+end
 local ms = tonumber(ARGV[2])
 if ARGV[3] ~= 'set' then
-  local pttl = redis.call('PTTL', KEYS[1])
+  local pttl = redis.pcall('PTTL', KEYS[1])
+  if bad(pttl) then return failed('PTTL', pttl) end
   if ARGV[3] == 'add' and pttl > 0 then
     ms = ms + pttl
   elseif pttl > ms then
     ms = pttl
   end
 end
-redis.call('PEXPIRE', KEYS[1], ms)
+r = redis.pcall('PEXPIRE', KEYS[1], ms)
+if bad(r) then return failed('PEXPIRE', r) end
+if op then
+  r = redis.pcall('SET', KEYS[2], op, 'PX', ARGV[5])
+  if bad(r) then return failed('SET', r) end
+end
 return {'ok', ms}

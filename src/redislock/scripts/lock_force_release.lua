@@ -4,10 +4,36 @@
 -- KEYS[3] wake key
 -- ARGV[1] wake_ttl_ms   how long an unconsumed wake-up stays, milliseconds
 -- returns 1 if a lock key was deleted, 0 if there was none
-local n = redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('DEL', KEYS[3])
-  redis.call('RPUSH', KEYS[3], '1')
-  redis.call('PEXPIRE', KEYS[3], ARGV[1])
+--         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; the lock key
+--                       is untouched (at most a spurious wake-up was written)
+-- The wake-up comes before the DEL, so a refused command never leaves the lock deleted
+-- while the operator is told it failed.
+
+-- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
+-- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
+-- after undoing what this call wrote before it; any other error reply is returned as is.
+local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function failed(cmd, r)
+  local e = r.err
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+  end
+  return r
 end
-return n
+
+local r = redis.pcall('EXISTS', KEYS[2])
+if bad(r) then return failed('EXISTS', r) end
+if r == 1 then
+  r = redis.pcall('DEL', KEYS[3])
+  if bad(r) then return failed('DEL', r) end
+  r = redis.pcall('RPUSH', KEYS[3], '1')
+  if bad(r) then return failed('RPUSH', r) end
+  r = redis.pcall('PEXPIRE', KEYS[3], ARGV[1])
+  if bad(r) then
+    redis.pcall('DEL', KEYS[3])  -- undo: never a wake list without a TTL
+    return failed('PEXPIRE', r)
+  end
+end
+r = redis.pcall('DEL', KEYS[1])
+if bad(r) then return failed('DEL', r) end
+return r

@@ -2,22 +2,66 @@
 -- KEYS[1] lock key
 -- KEYS[2] waiters key   (see lock_acquire.lua)
 -- KEYS[3] wake key      list; one element is pushed per release when someone waits (waiters BLPOP it)
+-- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[3]
 -- ARGV[1] token         owner token
 -- ARGV[2] wake_ttl_ms   how long an unconsumed wake-up stays, milliseconds
--- returns "ok"          released
+-- ARGV[3] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
+--                       (the window in which a client may send the same release again)
+-- returns "ok"          released; also a repeat of this token's release within done_ms (a
+--                       client retrying after the reply was lost: the first one worked)
 --         "gone"        no lock key (expired or deleted)
 --         "taken"       the key holds another owner's token; nothing was touched
-local v = redis.call('GET', KEYS[1])
-if not v then
-  return 'gone'
+--         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; the lock is
+--                       still held (at most a spurious wake-up and the done key were written)
+-- The writes come in an order whose every prefix is safe: the wake-up (a spurious one costs
+-- a waiter one try), then the done key, then the DEL; nothing after the DEL can fail, so the
+-- holder is never told "refused" while its key is gone.
+
+-- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
+-- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
+-- after undoing what this call wrote before it; any other error reply is returned as is.
+local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function failed(cmd, r)
+  local e = r.err
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+  end
+  return r
 end
-if string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
-  return 'taken'
+
+local v = redis.pcall('GET', KEYS[1])
+if bad(v) then return failed('GET', v) end
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
+  if KEYS[4] then
+    local done = redis.pcall('GET', KEYS[4])
+    if bad(done) then return failed('GET', done) end
+    if done == ARGV[1] then
+      return 'ok'
+    end
+  end
+  return v and 'taken' or 'gone'
 end
-redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('DEL', KEYS[3])
-  redis.call('RPUSH', KEYS[3], '1')
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+local r = redis.pcall('EXISTS', KEYS[2])
+if bad(r) then return failed('EXISTS', r) end
+if r == 1 then
+  r = redis.pcall('DEL', KEYS[3])
+  if bad(r) then return failed('DEL', r) end
+  r = redis.pcall('RPUSH', KEYS[3], '1')
+  if bad(r) then return failed('RPUSH', r) end
+  r = redis.pcall('PEXPIRE', KEYS[3], ARGV[2])
+  if bad(r) then
+    redis.pcall('DEL', KEYS[3])  -- undo: never a wake list without a TTL
+    return failed('PEXPIRE', r)
+  end
+end
+if KEYS[4] then
+  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[3])
+  if bad(r) then return failed('SET', r) end
+end
+r = redis.pcall('DEL', KEYS[1])
+if bad(r) then
+  -- Not released: forget the release (SET just worked; DEL did not).
+  if KEYS[4] then redis.pcall('SET', KEYS[4], '', 'PX', 1) end
+  return failed('DEL', r)
 end
 return 'ok'

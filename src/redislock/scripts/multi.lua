@@ -1,13 +1,15 @@
 -- multi: take, release, extend or check a chunk of several plain locks at once, all or nothing (MultiLock).
 -- Every name is an ordinary Lock: the same keys, the same value "<token>|<meta>" with a PX
--- TTL and the same fencing counter, so lock_acquire.lua, lock_release.lua, lock_status.lua
--- and `redislock inspect` see each name exactly as if a Lock held it.
+-- TTL, the same fencing counter and done key, so lock_acquire.lua, lock_release.lua,
+-- lock_status.lua and `redislock inspect` see each name exactly as if a Lock held it.
 -- KEYS[1] lock key of the first name   string "<token>|<meta>", always with a PX TTL
 -- KEYS[2] acquire: its fence key (INCR per acquisition, never expires); release: its waiters key
 -- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake key (list)
+-- KEYS[4] release: its done key (see lock_release.lua; written for one name per chunk)
 --         The keys of name i follow those of name i-1; keys per name by op:
---           acquire: lock, fence, waiters (3);  release: lock, waiters, wake (3);
---           extend, status: lock (1).  So name i's lock key is KEYS[3i-2] or KEYS[i].
+--           acquire: lock, fence, waiters (3);  release: lock, waiters, wake, done (4);
+--           extend, status: lock (1).  So name i's lock key is KEYS[stride * (i - 1) + 1].
+--         extend with ARGV[9]: KEYS[n + 1] is the first name's done key.
 -- ARGV[1] op            "acquire", "release", "extend" or "status"
 -- ARGV[2] n             number of names in KEYS
 -- ARGV[3] token         owner token (>= 32 hex chars, no '|'), one for all the names
@@ -16,21 +18,49 @@
 -- ARGV[6] wait_ms       acquire: 0 for a single try; else how long a busy name's waiters marker lasts, milliseconds
 -- ARGV[7] wake_ttl_ms   release: how long an unconsumed wake-up stays, milliseconds
 -- ARGV[8] mode          extend: "add" (remaining + ARGV[4]), "set" (ARGV[4]) or "max" (at least ARGV[4])
+-- ARGV[9] op_id         extend "add", optional: random per call; a call that finds its op_id in
+--                       the first name's done key was applied already (as lock_extend.lua)
+-- ARGV[10] done_ms      release, extend with ARGV[9]: how long the done key remembers it, milliseconds
 -- returns acquire: {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --                  {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                                        TTL); nothing was written but name i's waiters marker
 --         release: {"ok", n, 0}          all released, one wake-up pushed per name with waiters
 --                  {status, released, i} name i was the first not ours ("gone" or "taken"); the
 --                                        ones still ours were released, others' keys untouched
---         extend:  {"ok", pttl_ms, 0}    all extended; pttl_ms is the least new TTL
+--                  A release that finds none of its names but its own release in a done key
+--                  (a client retrying after the reply was lost) answers what that one answered.
+--         extend:  {"ok", pttl_ms, 0}    all extended; pttl_ms is the least new TTL (a repeated
+--                                        "add": the least TTL now, nothing added)
 --         status:  {"ok", pttl_ms, 0}    all ours; pttl_ms is the least remaining TTL
 --         extend, status: {"gone" or "taken", 0, i}  name i is not ours; nothing was changed
--- A name already held by this token counts as taken (its fence is read, not increased), so a
--- retry of a chunk whose reply was lost succeeds instead of waiting on itself.
+--         error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing is left
+--                  half-done (an acquire holds nothing, a release still holds every name)
+--         error "WRONGTYPE ... (redislock key: <key>)"  a lock key holds another kind (a hash)
+-- A name already held by this token counts as taken (its fence is read, not increased, its TTL
+-- set to ttl_ms again), so a retry of a chunk whose reply was lost succeeds instead of waiting
+-- on itself.
+
+-- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
+-- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
+-- after undoing what this call wrote before it; any other error reply is returned as is.
+local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function failed(cmd, r)
+  local e = r.err
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+  end
+  return r
+end
+
 local op, n = ARGV[1], tonumber(ARGV[2])
 local mine = ARGV[3] .. '|'
 local len = #mine
-local stride = (op == 'acquire' or op == 'release') and 3 or 1
+local stride = 1
+if op == 'acquire' then
+  stride = 3
+elseif op == 'release' then
+  stride = 4
+end
 
 -- Name i's lock key is KEYS[stride * (i - 1) + 1]; one MGET reads them all. n stays far
 -- below Lua's unpack limit (about 8000): the client sends at most 1000 names per call.
@@ -38,7 +68,8 @@ local locks = {}
 for i = 1, n do
   locks[i] = KEYS[stride * (i - 1) + 1]
 end
-local values = redis.call('MGET', unpack(locks))
+local values = redis.pcall('MGET', unpack(locks))
+if bad(values) then return failed('MGET', values) end
 
 if op == 'acquire' then
   -- Every name is checked before any is written, so a busy chunk leaves nothing behind.
@@ -48,29 +79,64 @@ if op == 'acquire' then
     if v then
       present = present + 1
       if string.sub(v, 1, len) ~= mine then
+        local r
         if ARGV[6] ~= '0' then
-          redis.call('SET', KEYS[3 * i], '1', 'PX', ARGV[6])
+          r = redis.pcall('SET', KEYS[3 * i], '1', 'PX', ARGV[6])
+          if bad(r) then return failed('SET', r) end
         end
-        return {'busy', redis.call('PTTL', locks[i]), i}
+        r = redis.pcall('PTTL', locks[i])
+        if bad(r) then return failed('PTTL', r) end
+        return {'busy', r, i}
       end
     end
   end
-  if redis.call('EXISTS', unpack(locks)) ~= present then
-    -- MGET reads a key of another type (an RLock's hash) as nil: fail with WRONGTYPE.
+  local r = redis.pcall('EXISTS', unpack(locks))
+  if bad(r) then return failed('EXISTS', r) end
+  if r ~= present then
+    -- MGET reads a key of another type (an RLock's hash) as nil: name it in a WRONGTYPE.
     for i = 1, n do
       if not values[i] then
-        redis.call('GET', locks[i])
+        r = redis.pcall('GET', locks[i])
+        if bad(r) then
+          if string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+            return redis.error_reply(r.err .. ' (redislock key: ' .. locks[i] .. ')')
+          end
+          return failed('GET', r)
+        end
       end
     end
   end
+  -- Writes: refresh the names already ours, set the new ones, then the fences; a refused
+  -- command deletes the names this call set (a refreshed TTL of our own hold is harmless).
   local value = mine .. ARGV[5]
+  local set = {}
+  local function undo(cmd, err)
+    if #set > 0 then redis.pcall('DEL', unpack(set)) end
+    return failed(cmd, err)
+  end
+  for i = 1, n do
+    if values[i] then
+      r = redis.pcall('PEXPIRE', locks[i], ARGV[4])
+      if bad(r) then return undo('PEXPIRE', r) end
+    end
+  end
+  for i = 1, n do
+    if not values[i] then
+      r = redis.pcall('SET', locks[i], value, 'PX', ARGV[4])
+      if bad(r) then return undo('SET', r) end
+      set[#set + 1] = locks[i]
+    end
+  end
   local reply = {'ok'}
   for i = 1, n do
     if values[i] then
-      reply[i + 1] = tonumber(redis.call('GET', KEYS[3 * i - 1]))
+      r = redis.pcall('GET', KEYS[3 * i - 1])
+      if bad(r) then return undo('GET', r) end
+      reply[i + 1] = tonumber(r)
     else
-      redis.call('SET', locks[i], value, 'PX', ARGV[4])
-      reply[i + 1] = redis.call('INCR', KEYS[3 * i - 1])
+      r = redis.pcall('INCR', KEYS[3 * i - 1])
+      if bad(r) then return undo('INCR', r) end
+      reply[i + 1] = r
     end
   end
   return reply
@@ -84,23 +150,58 @@ if op == 'release' then
     if v and string.sub(v, 1, len) == mine then
       ours[#ours + 1] = i
       gone[#gone + 1] = locks[i]
-      markers[#markers + 1] = KEYS[3 * i - 1]
+      markers[#markers + 1] = KEYS[4 * i - 2]
     elseif first == 0 then
       first = i
       status = v and 'taken' or 'gone'
     end
   end
-  if #ours > 0 then
-    redis.call('DEL', unpack(gone))
-    local waiting = redis.call('MGET', unpack(markers))
-    for j = 1, #ours do
-      if waiting[j] then
-        local wake = KEYS[3 * ours[j]]
-        redis.call('DEL', wake)
-        redis.call('RPUSH', wake, '1')
-        redis.call('PEXPIRE', wake, ARGV[7])
+  local memo = mine .. 'rel|'
+  if #ours == 0 then
+    -- Nothing of ours left: was it our own release (its reply lost)? Answer as it did.
+    local dones = {}
+    for i = 1, n do
+      dones[i] = KEYS[4 * i]
+    end
+    local seen = redis.pcall('MGET', unpack(dones))
+    if bad(seen) then return failed('MGET', seen) end
+    for i = 1, n do
+      local d = seen[i]
+      if d and string.sub(d, 1, #memo) == memo then
+        local s, released, at = string.match(string.sub(d, #memo + 1), '^(%a+)|(%d+)|(%d+)$')
+        if s then
+          return {s, tonumber(released), tonumber(at)}
+        end
       end
     end
+    return {status, 0, first}
+  end
+  -- Writes, every prefix safe: the wake-ups, the done key, then one DEL of our names.
+  local waiting = redis.pcall('MGET', unpack(markers))
+  if bad(waiting) then return failed('MGET', waiting) end
+  local r
+  for j = 1, #ours do
+    if waiting[j] then
+      local wake = KEYS[4 * ours[j] - 1]
+      r = redis.pcall('DEL', wake)
+      if bad(r) then return failed('DEL', r) end
+      r = redis.pcall('RPUSH', wake, '1')
+      if bad(r) then return failed('RPUSH', r) end
+      r = redis.pcall('PEXPIRE', wake, ARGV[7])
+      if bad(r) then
+        redis.pcall('DEL', wake)  -- undo: never a wake list without a TTL
+        return failed('PEXPIRE', r)
+      end
+    end
+  end
+  local done = KEYS[4 * ours[1]]
+  r = redis.pcall(
+    'SET', done, memo .. status .. '|' .. #ours .. '|' .. first, 'PX', ARGV[10])
+  if bad(r) then return failed('SET', r) end
+  r = redis.pcall('DEL', unpack(gone))
+  if bad(r) then
+    redis.pcall('SET', done, '', 'PX', 1)  -- not released: forget the release
+    return failed('DEL', r)
   end
   return {status, #ours, first}
 end
@@ -115,14 +216,24 @@ if op == 'extend' or op == 'status' then
       return {'taken', 0, i}
     end
   end
+  local memo = op == 'extend' and ARGV[8] == 'add' and KEYS[n + 1] and ARGV[9] and ARGV[9] ~= ''
+    and mine .. ARGV[9]
+  local again = false
+  local r
+  if memo then
+    r = redis.pcall('GET', KEYS[n + 1])
+    if bad(r) then return failed('GET', r) end
+    again = r == memo
+  end
   local least = -1
   for i = 1, n do
     local ms
     if op == 'extend' and ARGV[8] == 'set' then
       ms = tonumber(ARGV[4])
     else
-      ms = redis.call('PTTL', locks[i])
-      if op == 'extend' then
+      ms = redis.pcall('PTTL', locks[i])
+      if bad(ms) then return failed('PTTL', ms) end
+      if op == 'extend' and not again then
         local pttl = ms
         ms = tonumber(ARGV[4])
         if ARGV[8] == 'add' and pttl > 0 then
@@ -132,12 +243,17 @@ if op == 'extend' or op == 'status' then
         end
       end
     end
-    if op == 'extend' then
-      redis.call('PEXPIRE', locks[i], ms)
+    if op == 'extend' and not again then
+      r = redis.pcall('PEXPIRE', locks[i], ms)
+      if bad(r) then return failed('PEXPIRE', r) end
     end
     if least < 0 or ms < least then
       least = ms
     end
+  end
+  if memo and not again then
+    r = redis.pcall('SET', KEYS[n + 1], memo, 'PX', ARGV[10])
+    if bad(r) then return failed('SET', r) end
   end
   return {'ok', least, 0}
 end

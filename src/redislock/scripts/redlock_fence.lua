@@ -4,15 +4,32 @@
 --                       for i > 1: more fence keys (MultiRedlock: one per name), each with ARGV[i]
 -- ARGV[1] fence         the fencing token for KEYS[1] (integer >= 1); ARGV[i] for KEYS[i]
 -- returns n             the number of counters now >= their token (always #KEYS)
+--         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command (counters
+--                       raised before it stay raised: raising one is always safe)
 -- Quorum fencing (see redislock/_core/quorum.py): the hold's token is the largest counter
 -- value among the masters that granted it; any later grant takes a majority, which meets
 -- this majority in one master whose counter is already >= the token, and INCRs past it.
+
+-- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
+-- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
+-- after undoing what this call wrote before it; any other error reply is returned as is.
+local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function failed(cmd, r)
+  local e = r.err
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+  end
+  return r
+end
+
 local done = 0
 for i = 1, #KEYS do
   local want = tonumber(ARGV[i])
-  local have = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if have < want then
-    redis.call('SET', KEYS[i], ARGV[i])
+  local have = redis.pcall('GET', KEYS[i])
+  if bad(have) then return failed('GET', have) end
+  if tonumber(have or '0') < want then
+    local r = redis.pcall('SET', KEYS[i], ARGV[i])
+    if bad(r) then return failed('SET', r) end
   end
   done = done + 1
 end

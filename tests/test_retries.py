@@ -82,6 +82,7 @@ class Kit:
 
 @pytest.fixture
 def proxy(redis_server: RedisProcess) -> Iterator[FaultProxy]:
+    assert redis_server.socket_path is not None
     with FaultProxy(redis_server.socket_path) as fp:
         yield fp
 

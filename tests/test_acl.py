@@ -1,0 +1,302 @@
+# SPDX-License-Identifier: MIT
+"""Least privilege (docs/acl.md): the documented ACL profiles are exactly what the scripts
+and the Python code run; every single-server kind works end to end as a user made from its
+documented line (sync and asyncio); and with any one command of the Lock or MultiLock
+profile removed, the operations that need it raise ``NoPermissionError`` naming it, leave
+no key without a TTL (fencing counters excepted) and never mislead the holder."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+import redislock
+from redislock import NoPermissionError
+from redislock._core.keys import LockKeys
+from redislock._core.scripts import SCRIPTS
+from redislock.server import RedisProcess
+from tests.primitives import KINDS, Actor, Env, Kind, Subject
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
+
+# What each profile runs: scripts (every command in them), and commands sent from Python.
+PROFILES: dict[str, tuple[set[str], set[str]]] = {
+    "Lock": (
+        {"lock_acquire", "lock_release", "lock_extend", "lock_status"},
+        {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
+    ),
+    "RLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
+    "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
+    "Semaphore": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS", "SET", "DEL"}),
+    "FairLock": (
+        {"fair", "lock_extend", "lock_status"},
+        {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
+    ),
+    "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
+    "Redlock": (
+        {"lock_acquire", "lock_release", "lock_extend", "lock_status", "redlock_fence"},
+        {"EVALSHA", "EVAL", "EXISTS", "INFO"},
+    ),
+    "MultiRedlock": ({"multi", "redlock_fence"}, {"EVALSHA", "EVAL", "EXISTS", "INFO"}),
+    "inspect": ({"inspect"}, {"EVALSHA", "EVAL"}),
+    "CLI list": ({"inspect"}, {"EVALSHA", "EVAL", "SCAN"}),
+    "CLI force-release": (
+        {"inspect", "lock_force_release", "hold", "fair"},
+        {"EVALSHA", "EVAL"},
+    ),
+}
+NOT_A_LOCK = {"fenced_write"}  # the CLI demo's guarded write at the protected resource
+
+_CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'")
+_PROFILE = re.compile(r"^### (.+?)\n.*?^```\n(ACL SETUSER .+?)\n```", re.M | re.S)
+
+
+def script_commands(name: str) -> set[str]:
+    """The commands a script runs (parsed from its source), in capitals."""
+    code = "\n".join(line.split("--", 1)[0] for line in SCRIPTS[name].source.splitlines())
+    return {c.upper() for c in _CALL.findall(code)}
+
+
+def documented() -> dict[str, list[str]]:
+    """Each profile of docs/acl.md: its ``ACL SETUSER`` line, split."""
+    return {m[1]: m[2].split() for m in _PROFILE.finditer(DOC.read_text(encoding="utf-8"))}
+
+
+def allowed(rule: list[str]) -> set[str]:
+    return {word[1:].upper() for word in rule if word.startswith("+")}
+
+
+# ------------------------------------------------------------------ the page and the code
+
+
+def test_every_profile_is_documented_once() -> None:
+    assert set(documented()) == set(PROFILES)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_profile_is_exactly_what_the_code_runs(profile: str) -> None:
+    scripts, extra = PROFILES[profile]
+    needed = set(extra)
+    for name in scripts:
+        needed |= script_commands(name)
+    rule = documented()[profile]
+    assert allowed(rule) == needed
+    assert rule[:2] == ["ACL", "SETUSER"]
+    assert {"on", "resetkeys", "~redislock:*", "resetchannels", "-@all"} <= set(rule)
+
+
+def test_every_lock_script_belongs_to_a_profile() -> None:
+    used = set().union(*(scripts for scripts, _ in PROFILES.values()))
+    assert used | NOT_A_LOCK == set(SCRIPTS)
+
+
+# ------------------------------------------------------------------ users on the server
+
+
+def acl(admin: redis.Redis, *args: str) -> Any:
+    return admin.execute_command("ACL", *args)  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def user(admin: redis.Redis, rule: list[str], drop: str = "") -> Iterator[dict[str, Any]]:
+    """A user made from a documented line (``drop``: one command taken out); yields the
+    username/password keywords."""
+    name, words = f"acl-test-{rule[2]}", rule[3:]
+    words = [w for w in words if not w.startswith(">") and w != f"+{drop.lower()}"]
+    acl(admin, "SETUSER", name, "reset", *words, ">pw")
+    try:
+        yield {"username": name, "password": "pw"}
+    finally:
+        acl(admin, "DELUSER", name)
+
+
+def keys_without_ttl(admin: redis.Redis) -> list[str]:
+    """Keys that would never expire, fencing counters (and a Semaphore's run-time permit
+    count, which the user sets) excepted."""
+    names = [str(k) for k in admin.keys("*")]  # the admin client decodes
+    return [k for k in names if admin.pttl(k) == -1 and not k.endswith((":fence", ":permits"))]
+
+
+SINGLE = [k for k in KINDS if not k.quorum]
+
+
+@pytest.fixture
+def server(redis_server: RedisProcess, admin: redis.Redis) -> RedisProcess:
+    """The suite's server, flushed, with every script loaded (as after a first use)."""
+    for script in SCRIPTS.values():
+        admin.script_load(script.source)
+    return redis_server
+
+
+def profile_of(kind: Kind) -> str:
+    return {"WriteLock": "ReadWriteLock", "ReadLock": "ReadWriteLock"}.get(kind.id, kind.id)
+
+
+@pytest.mark.parametrize("kind", SINGLE, ids=lambda k: f"{k.id}-{k.flavour}")
+async def test_every_kind_works_as_its_documented_user(
+    kind: Kind, server: RedisProcess, admin: redis.Redis
+) -> None:
+    """Acquire, extend, owned, a waiter woken by the release, inspect: all as the user."""
+    with user(admin, documented()[profile_of(kind)]) as auth:
+        client = redis.Redis(**server.client_kwargs(), **auth)
+        aclient = redis.asyncio.Redis(**server.client_kwargs(), **auth)
+        e = Env(client, aclient, [], [], [admin])
+        one, two = Actor(kind), Actor(kind)
+        try:
+            first = Subject(kind, kind.build(e, "acl", {"ttl": 10}), one)
+            assert await first.acquire(blocking=False)
+            await one.call(first.holder.extend, 5)
+            assert await one.call(first.holder.owned)
+            if kind.exclusive:
+                second = Subject(kind, kind.build(e, "acl", {"ttl": 10}), two)
+
+                async def wait_then_release() -> bool:  # one task: a reentrant owner
+                    if not await second.acquire(timeout=10):
+                        return False
+                    await second.release()
+                    return True
+
+                waiter = asyncio.ensure_future(wait_then_release())
+                await asyncio.sleep(0.3)  # the waiter blocks in BLPOP
+                assert not waiter.done()
+                await first.release()
+                assert await waiter  # woken by the release, well before its timeout
+            else:
+                await first.release()
+            with user(admin, documented()["inspect"]) as look:
+                reader = redis.Redis(**server.client_kwargs(), **look)
+                try:
+                    info = redislock.inspect(reader, "acl")
+                    assert not info.held
+                finally:
+                    reader.close()
+            assert keys_without_ttl(admin) == []
+        finally:
+            one.close()
+            two.close()
+            client.close()
+            await aclient.aclose()
+
+
+# ------------------------------------------------------------------ one command refused
+
+
+LOCKISH = [k for k in KINDS if k.id in ("Lock", "MultiLock")]
+
+
+def refusable(kind: Kind) -> list[tuple[Kind, str]]:
+    return [(kind, c) for c in sorted(allowed(documented()[kind.id]))]
+
+
+async def scenario(
+    kind: Kind, e: Env, admin: redis.Redis, drop: str, subjects: list[Subject]
+) -> None:
+    """Every operation of the kind, in order, until one fails; ``subjects`` gets the lock
+    objects (whose local state the caller checks). EVAL is needed only when the server lacks
+    a script."""
+    if drop == "EVAL":
+        admin.script_flush()
+    a = Subject(kind, kind.build(e, "acl", {"ttl": 10}), Actor(kind))
+    b = Subject(kind, kind.build(e, "acl", {"ttl": 10}), Actor(kind))
+    subjects += [a, b]
+    try:
+        assert await a.acquire(blocking=False)
+        await a.actor.call(a.obj.extend, 5)
+        await a.actor.call(a.obj.extend, 20, replace=True)
+        assert await a.actor.call(a.obj.owned)
+        assert await a.actor.call(a.obj.locked)
+        assert not await b.acquire(timeout=0.2)  # waits in BLPOP, leaves a waiters marker
+        await a.release()  # pushes the wake-up
+        assert await b.acquire(blocking=False)
+        await b.release()
+    finally:
+        for s in subjects:
+            s.actor.close()
+
+
+def check_not_misled(kind: Kind, subjects: list[Subject], admin: redis.Redis) -> None:
+    """Each object's belief matches Redis: held -> its token is in every key; not held and
+    not lost -> none of its keys is there."""
+    for s in subjects:
+        stats = s.obj.statistics()
+        token = s.obj.token
+        names = ["acl", "acl:b"] if kind.id == "MultiLock" else ["acl"]
+        values = [admin.get(LockKeys.for_name(n).lock) for n in names]
+        mine = [v is not None and token is not None and v.startswith(token + "|") for v in values]
+        if stats.held:
+            assert all(mine), (stats, values)
+        elif not stats.lost:
+            assert not any(mine), (stats, values)
+
+
+@pytest.mark.parametrize(
+    ("kind", "drop"),
+    [pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}") for k in LOCKISH for _, c in refusable(k)],
+)
+async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
+    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
+) -> None:
+    with user(admin, documented()[kind.id], drop=drop) as auth:
+        client = redis.Redis(**server.client_kwargs(), **auth, decode_responses=True)
+        aclient = redis.asyncio.Redis(**server.client_kwargs(), **auth, decode_responses=True)
+        e = Env(client, aclient, [], [], [admin])
+        subjects: list[Subject] = []
+        try:
+            with pytest.raises(NoPermissionError) as refused:
+                await scenario(kind, e, admin, drop, subjects)
+        finally:
+            client.close()
+            await aclient.aclose()
+    assert refused.value.command == drop
+    assert isinstance(refused.value, redis.exceptions.NoPermissionError)
+    assert keys_without_ttl(admin) == []
+    check_not_misled(kind, subjects, admin)
+
+
+@pytest.mark.parametrize(
+    ("kind", "drop"),
+    [
+        pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}")
+        for k in LOCKISH
+        for c in ("DEL", "RPUSH", "PEXPIRE", "SET", "EXISTS" if k.id == "Lock" else "MGET")
+    ],
+)
+async def test_a_refused_release_keeps_the_hold(
+    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
+) -> None:
+    """A release that needs a refused command raises it and still holds; never "released"
+    while its key stays, never "held" while its key is gone."""
+    full = documented()[kind.id]
+    with user(admin, full) as auth:
+        client = redis.Redis(**server.client_kwargs(), **auth, decode_responses=True)
+        aclient = redis.asyncio.Redis(**server.client_kwargs(), **auth, decode_responses=True)
+        e = Env(client, aclient, [], [], [admin])
+        actor = Actor(kind)
+        holder = Subject(kind, kind.build(e, "acl", {"ttl": 10}), actor)
+        try:
+            assert await holder.acquire(blocking=False)
+            for name in ["acl", "acl:b"] if kind.id == "MultiLock" else ["acl"]:
+                admin.set(LockKeys.for_name(name).wait, "1", px=5000)  # someone waits
+            acl(admin, "SETUSER", f"acl-test-{full[2]}", f"-{drop.lower()}")
+            with pytest.raises(NoPermissionError) as refused:
+                await holder.release()
+            assert refused.value.command == drop
+            check_not_misled(kind, [holder], admin)
+            assert holder.obj.statistics().held  # still held, and still its key
+            assert keys_without_ttl(admin) == []
+            acl(admin, "SETUSER", f"acl-test-{full[2]}", f"+{drop.lower()}")
+            await holder.release()  # allowed again: a normal release
+            check_not_misled(kind, [holder], admin)
+            assert not holder.obj.statistics().held
+        finally:
+            actor.close()
+            client.close()
+            await aclient.aclose()

@@ -1,13 +1,25 @@
 # SPDX-License-Identifier: MIT
 """The Lock scripts (lock_acquire, lock_release, lock_extend, lock_status and
 lock_force_release): their behaviour on a real redis-server through EVAL, case by case (the
-case format is in ``tests/scriptcases.py``)."""
+case format is in ``tests/scriptcases.py``), and the typed errors a script's failure becomes
+(a name used by two kinds, an ACL refusal)."""
 
 from __future__ import annotations
 
 import pytest
 import redis
+import redis.asyncio
 
+from redislock import (
+    AsyncLock,
+    AsyncRLock,
+    KindConflictError,
+    Lock,
+    MultiLock,
+    NoPermissionError,
+    RLock,
+    Semaphore,
+)
 from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
@@ -433,3 +445,63 @@ def test_acquire_release_cycle_issues_increasing_fences(r: redis.Redis) -> None:
         fences.append(fence)
         assert norm(r.eval(release.source, 4, *REL, token, 2000, DONE_MS)) == "ok"
     assert fences == [1, 2, 3]
+
+
+# ---------------------------------------------------------------- typed errors of the scripts
+
+
+def test_a_name_used_by_two_kinds_names_both(r: redis.Redis) -> None:
+    """WRONGTYPE from any kind's script becomes KindConflictError (still a ResponseError
+    starting with WRONGTYPE), naming the kind asked for and the kind that holds the name."""
+    sem = Semaphore(r, "shared", 2)
+    permit = sem.acquire()
+    with pytest.raises(KindConflictError) as caught:
+        Lock(r, "shared", ttl=5).acquire(blocking=False)
+    err = caught.value
+    assert isinstance(err, redis.exceptions.ResponseError)
+    assert str(err).startswith("WRONGTYPE")
+    assert (err.name, err.key) == ("shared", "redislock:{shared}")
+    assert err.found == "a Semaphore"
+    assert "Lock" in err.wanted
+    with pytest.raises(KindConflictError) as caught:
+        MultiLock(r, ["other", "shared"], ttl=5).acquire(blocking=False)
+    assert (caught.value.key, caught.value.wanted) == ("redislock:{shared}", "MultiLock")
+    assert caught.value.found == "a Semaphore"
+    assert r.exists("redislock:{other}") == 0  # nothing was taken
+    permit.release()
+    lock = Lock(r, "shared", ttl=5)
+    assert lock.acquire(blocking=False)
+    with pytest.raises(KindConflictError) as caught:
+        RLock(r, "shared", ttl=5).acquire(blocking=False)
+    assert caught.value.wanted == "RLock, ReadWriteLock or Semaphore"
+    assert caught.value.found.startswith("a Lock, MultiLock, FairLock or Redlock")
+    lock.release()
+
+
+async def test_a_name_used_by_two_kinds_asyncio(ar: redis.asyncio.Redis) -> None:
+    rlock = AsyncRLock(ar, "mixed", ttl=5)
+    assert await rlock.acquire(blocking=False)
+    with pytest.raises(KindConflictError) as caught:
+        await AsyncLock(ar, "mixed", ttl=5).acquire(blocking=False)
+    assert caught.value.found == "an RLock or a ReadWriteLock's writer"
+    await rlock.release()
+
+
+def test_a_refusal_names_the_command(r: redis.Redis) -> None:
+    """The convention every script follows: NOPERM redislock: <COMMAND> ..."""
+    acl = ("ACL", "SETUSER", "no-pexpire", "reset", "on", ">pw", "~*", "+@all", "-pexpire")
+    command(r, *acl)
+    try:
+        kwargs = r.connection_pool.connection_kwargs
+        user = redis.Redis(unix_socket_path=kwargs["path"], username="no-pexpire", password="pw")
+        lock = Lock(user, "denied", ttl=5)
+        assert lock.acquire(blocking=False)
+        with pytest.raises(NoPermissionError) as caught:
+            lock.extend(5)
+        assert caught.value.command == "PEXPIRE"
+        assert str(caught.value).startswith("redislock: PEXPIRE ")
+        assert lock.statistics().held  # the hold is as it was
+        lock.release()
+        user.close()
+    finally:
+        command(r, "ACL", "DELUSER", "no-pexpire")

@@ -45,6 +45,12 @@ if op then
   if r == op then
     r = redis.pcall('PTTL', KEYS[1])
     if bad(r) then return failed('PTTL', r) end
+    -- The same TTL again: no time added, but a write on this connection, so a WAIT after
+    -- it (replicas=k) waits for the first call's write instead of counting nothing.
+    if r > 0 then
+      local w = redis.pcall('PEXPIRE', KEYS[1], r)
+      if bad(w) then return failed('PEXPIRE', w) end
+    end
     return {'ok', r}
   end
 end

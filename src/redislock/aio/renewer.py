@@ -117,8 +117,11 @@ class AsyncRenewer:
         for (lock, h), result in zip(group, results, strict=True):
             core = lock._core
             if not isinstance(result, tuple):
+                # Not an answer from Redis (a closed client, a bug): a failed renewal like
+                # any other, retried until the local estimate runs out, then reported lost.
                 log.error("renewing lock %r failed unexpectedly: %r", core.name, result)
-                continue
+                error = result if isinstance(result, BaseException) else RuntimeError(result)
+                result = core.renewal_error(h, error)
             due, fire = result
             if fire:
                 log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)

@@ -147,10 +147,12 @@ class Renewer:
         again: list[tuple[Renewable, Holding, float]] = []
         for (lock, h), result in zip(group, results, strict=True):
             if not isinstance(result, tuple):
+                # Not an answer from Redis (a closed client, a bug): a failed renewal like
+                # any other, retried until the local estimate runs out, then reported lost.
                 log.error("renewing lock %r failed unexpectedly: %r", lock._core.name, result)
-                due, fire = None, False
-            else:
-                due, fire = result
+                error = result if isinstance(result, BaseException) else RuntimeError(result)
+                result = lock._core.renewal_error(h, error)
+            due, fire = result
             if fire:
                 _notify_lost(lock, h)
             if due is None:

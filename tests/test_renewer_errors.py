@@ -27,7 +27,7 @@ class BreakableClient(redis.Redis):
     def execute_command(self, *args: Any, **options: Any) -> Any:
         if self.broken:
             raise RuntimeError("client wrapper failed")
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def pipeline(self, *args: Any, **kwargs: Any) -> Any:
         if self.broken:
@@ -43,7 +43,7 @@ class AsyncBreakableClient(redis.asyncio.Redis):
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if self.broken:
             raise RuntimeError("client wrapper failed")
-        return await super().execute_command(*args, **options)
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def pipeline(self, *args: Any, **kwargs: Any) -> Any:
         if self.broken:

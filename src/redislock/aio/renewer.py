@@ -120,8 +120,8 @@ class AsyncRenewer:
                 # Not an answer from Redis (a closed client, a bug): a failed renewal like
                 # any other, retried until the local estimate runs out, then reported lost.
                 log.error("renewing lock %r failed unexpectedly: %r", core.name, result)
-                error = result if isinstance(result, BaseException) else RuntimeError(result)
-                result = core.renewal_error(h, error)
+                failure = result if isinstance(result, BaseException) else RuntimeError(result)
+                result = core.renewal_error(h, failure)
             due, fire = result
             if fire:
                 log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)

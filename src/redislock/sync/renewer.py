@@ -150,8 +150,8 @@ class Renewer:
                 # Not an answer from Redis (a closed client, a bug): a failed renewal like
                 # any other, retried until the local estimate runs out, then reported lost.
                 log.error("renewing lock %r failed unexpectedly: %r", lock._core.name, result)
-                error = result if isinstance(result, BaseException) else RuntimeError(result)
-                result = lock._core.renewal_error(h, error)
+                failure = result if isinstance(result, BaseException) else RuntimeError(result)
+                result = lock._core.renewal_error(h, failure)
             due, fire = result
             if fire:
                 _notify_lost(lock, h)

@@ -27,8 +27,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import signal
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -66,6 +68,30 @@ class CliError(Exception):
         self.status = status
 
 
+_USERINFO = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/@:\s]*):(?P<secret>[^@/\s]*)@", re.I)
+_QUERY_SECRET = re.compile(r"(?P<head>[?&][a-z_]*password=)(?P<secret>[^&#\s]*)", re.I)
+
+
+def mask_url(text: str) -> str:
+    """``text`` with the password of every Redis URL in it replaced by ``***``
+    (``redis://user:PASSWORD@host``, ``...?password=PASSWORD``)."""
+    text = _USERINFO.sub(lambda m: f"{m['head']}:***@", text)
+    return _QUERY_SECRET.sub(lambda m: f"{m['head']}***", text)
+
+
+def redact(text: str, url: str | None) -> str:
+    """``text`` safe to print: URLs masked (:func:`mask_url`), and the passwords of ``url``
+    removed wherever they appear (a parser's message may quote a piece of the URL)."""
+    text = mask_url(text)
+    if url:
+        secrets = [m["secret"] for m in _USERINFO.finditer(url)]
+        secrets += [m["secret"] for m in _QUERY_SECRET.finditer(url)]
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
+            text = text.replace(secret, "***")
+            text = text.replace(urllib.parse.unquote(secret), "***")
+    return text
+
+
 def connect(url: str | None) -> redis.Redis:
     """A client for ``url``, ``$REDIS_URL``, or the embedded server (started if needed).
 
@@ -83,7 +109,7 @@ def connect(url: str | None) -> redis.Redis:
             url, socket_timeout=10.0, socket_connect_timeout=5.0
         )
     except ValueError as exc:
-        raise CliError(f"bad Redis URL {url!r}: {exc}", EXIT_USAGE) from exc
+        raise CliError(redact(f"bad Redis URL {url!r}: {exc}", url), EXIT_USAGE) from None
     return client
 
 
@@ -220,21 +246,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         words, cmd = words[:cut], words[cut + 1 :]
     args = parser.parse_args(words)
     args.cmd = cmd
+    url = getattr(args, "url", None) or os.environ.get("REDIS_URL")
+
+    def say(message: str) -> None:  # never a password, whatever the message quotes
+        print(f"redislock: {redact(message, url)}", file=sys.stderr)
+
     try:
         status = _dispatch(args, parser)
     except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: no traceback
         status = 128 + signal.SIGINT
     except CliError as exc:
-        print(f"redislock: {exc}", file=sys.stderr)
+        say(str(exc))
         return exc.status
     except LockConfigError as exc:
-        print(f"redislock: {exc}", file=sys.stderr)
+        say(str(exc))
         return EXIT_USAGE
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        print(f"redislock: cannot reach Redis: {exc}", file=sys.stderr)
+        say(f"cannot reach Redis: {exc}")
         return EXIT_UNAVAILABLE
     except (redis.exceptions.RedisError, RedisLockError) as exc:
-        print(f"redislock: {type(exc).__name__}: {exc}", file=sys.stderr)
+        say(f"{type(exc).__name__}: {exc}")
         return 1
     if argv is None and status == 128 + signal.SIGINT:
         # Die of SIGINT too, so that a calling shell stops its loop as it would for the

@@ -109,6 +109,21 @@ def _drop_asyncio_only(doc: str) -> str:
             continue
         out.append(line)
         i += 1
+    # A section header ("Raises:") whose every entry was asyncio-only goes too, with the
+    # blank line before it.
+    k = 0
+    while k < len(out):
+        header = out[k].strip()
+        if re.fullmatch(r"[A-Z][a-z]+:", header):
+            nxt = out[k + 1] if k + 1 < len(out) else ""
+            if not nxt.strip() or _indent(nxt) <= _indent(out[k]):
+                if k > 0 and not out[k - 1].strip():
+                    del out[k - 1 : k + 1]
+                    k -= 1
+                else:
+                    del out[k]
+                continue
+        k += 1
     return "\n".join(out)
 
 

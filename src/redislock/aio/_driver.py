@@ -85,15 +85,30 @@ async def _replicated(client: Any, op: Replicated) -> Acked:
 
 
 async def run(client: Any, flow: Flow[T]) -> T:
-    """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow."""
+    """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow.
+
+    Cancellation (asyncio): it stops the flow at once during a blocking pop, and right after
+    any other command even if the client library swallowed it (see
+    :func:`redislock.aio._flavour.cancelled_since`): the flow does not get the reply, and
+    the caller closes it and undoes what the command may have done.
+
+    Raises:
+        asyncio.CancelledError: the calling task was cancelled.
+    """
+    mark = _flavour.cancel_mark()
     try:
         op = next(flow)
         while True:
             try:
-                reply = await execute(client, op)
+                if isinstance(op, BlockPop):
+                    reply = await _flavour.interruptible(execute(client, op))
+                else:
+                    reply = await execute(client, op)
             except Exception as exc:
                 op = flow.throw(exc)
             else:
+                if _flavour.cancelled_since(mark):
+                    raise _flavour.Cancelled  # the caller closes the flow and undoes the op
                 op = flow.send(reply)
     except StopIteration as stop:
         result: T = stop.value

@@ -6,12 +6,15 @@ sync twin is :mod:`redislock.sync._flavour`."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final, TypeAlias
+from collections.abc import Awaitable
+from typing import Any, Final, TypeAlias, TypeVar
 
 import redis.asyncio
 import redis.asyncio.cluster
 
 from redislock.errors import LockUsageError
+
+T = TypeVar("T")
 
 NAME: Final = "asyncio"
 CLIENTS: Final = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
@@ -25,6 +28,9 @@ Owner: TypeAlias = "asyncio.Task[Any]"
 """Who owns a reentrant hold: the asyncio task (never a thread-local)."""
 
 sleep = asyncio.sleep
+
+Cancelled = asyncio.CancelledError
+"""What a cancelled call raises."""
 
 
 def current_owner() -> asyncio.Task[Any] | None:
@@ -46,3 +52,43 @@ def owner() -> asyncio.Task[Any]:
     if task is None:
         raise LockUsageError("reentrant asyncio locks must be used from inside a task")
     return task
+
+
+def cancel_mark() -> int:
+    """The running task's count of cancellation requests (``Task.cancelling()``), to compare
+    with :func:`cancelled_since` later; 0 outside a task."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def cancelled_since(mark: int) -> bool:
+    """Whether the running task was asked to cancel after :func:`cancel_mark` returned
+    ``mark``, even if some library swallowed the ``CancelledError`` (Python 3.11 loses it
+    in ``asyncio.wait_for`` around a send or read that completed at the same time, as
+    redis.asyncio does whenever ``socket_timeout`` is set: CPython gh-86296)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > mark
+
+
+async def interruptible(call: Awaitable[T]) -> T:
+    """Await ``call`` (a blocking command) in a task of its own, so a cancellation of the
+    caller takes effect at once, whatever the client library does with the
+    ``CancelledError`` (see :func:`cancelled_since`): the command's task is cancelled and
+    left to end by itself.
+
+    Raises:
+        asyncio.CancelledError: the caller was cancelled.
+        Exception: what ``call`` raised.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned command's error is no news

@@ -88,14 +88,20 @@ def _replicated(client: Any, op: Replicated) -> Acked:
 
 def run(client: Any, flow: Flow[T]) -> T:
     """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow."""
+    mark = _flavour.cancel_mark()
     try:
         op = next(flow)
         while True:
             try:
-                reply = execute(client, op)
+                if isinstance(op, BlockPop):
+                    reply = _flavour.interruptible(execute(client, op))
+                else:
+                    reply = execute(client, op)
             except Exception as exc:
                 op = flow.throw(exc)
             else:
+                if _flavour.cancelled_since(mark):
+                    raise _flavour.Cancelled  # the caller closes the flow and undoes the op
                 op = flow.send(reply)
     except StopIteration as stop:
         result: T = stop.value

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar
 
 import redis
 import redis.cluster
+
+T = TypeVar("T")
 
 NAME: Final = "sync"
 CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
@@ -34,3 +36,24 @@ def current_owner() -> int | None:
 def owner() -> int:
     """The calling thread."""
     return threading.get_ident()
+
+
+class Cancelled(BaseException):
+    """Never raised: threads are not cancelled (the asyncio flavour's is
+    ``asyncio.CancelledError``)."""
+
+
+def cancel_mark() -> int:
+    """0: threads are not cancelled (the asyncio flavour counts cancellation requests)."""
+    return 0
+
+
+def cancelled_since(mark: int) -> bool:
+    """False: threads are not cancelled (see the asyncio flavour)."""
+    return False
+
+
+def interruptible(result: T) -> T:
+    """``result`` itself: the blocking command already ran in this thread (the asyncio
+    flavour runs it in a task of its own so that a cancellation takes effect at once)."""
+    return result

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any, Final, Protocol
 
@@ -287,9 +288,13 @@ class _Child:
         self.pending: list[int] = []
         self.timers: list[threading.Timer] = []
         self.finished = False
+        self.guard: subprocess.Popen[bytes] | None = None
+        self.guard_pipe: int | None = None  # the only write end of the guard's stdin
 
     def start(self, cmd: list[str], env: dict[str, str]) -> None:
+        self._start_guard()
         self.proc = subprocess.Popen(cmd, process_group=0, env=env)
+        self._tell_guard(f"{self.proc.pid}\n")
         self._give_terminal_if_foreground()
         for sig in self.pending:
             self.send(sig)
@@ -344,9 +349,38 @@ class _Child:
         self.timers.append(timer)
         timer.start()
 
+    def _start_guard(self) -> None:
+        """Start the guard (see :mod:`redislock.cli._guard`) before CMD, so that CMD never
+        runs unguarded: if we die by any signal, it kills CMD's group at once."""
+        read_end, self.guard_pipe = os.pipe()
+        try:
+            self.guard = subprocess.Popen(
+                [sys.executable, "-I", str(Path(__file__).with_name("_guard.py"))],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # no terminal signal reaches it
+            )
+        except OSError as exc:  # not "command not found" for CMD: say what failed
+            raise RuntimeError(f"cannot start the guard of the command: {exc}") from exc
+        finally:
+            os.close(read_end)
+
+    def _tell_guard(self, line: str) -> None:
+        if self.guard_pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.guard_pipe, line.encode())
+
     def done(self) -> None:
-        """Take the terminal back and cancel pending kills: the group id may be reused."""
+        """Take the terminal back and cancel pending kills: the group id may be reused;
+        dismiss the guard (CMD exited, or its group was killed after a loss)."""
         self.finished = True
+        self._tell_guard("done\n")
+        if self.guard_pipe is not None:
+            os.close(self.guard_pipe)
+            self.guard_pipe = None
+        if self.guard is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.guard.wait(5.0)
         for timer in self.timers:
             timer.cancel()
         self._take_terminal_back()

@@ -514,7 +514,9 @@ class Lane:
     others wait in order until their round ends (then they are dropped unsent), except
     releases (``cleanup``), which always run, after what they undo (at most
     :data:`CLEANUP_CAP`). So a master costs at most one thread or task however long it
-    stalls, and a release never overtakes the acquire it undoes.
+    stalls, and a release never overtakes the acquire it undoes. A round that ends takes
+    back its unsent commands (:meth:`withdraw`): the queue holds at most the releases and
+    one command per round still waiting.
     """
 
     __slots__ = ("guard", "idle", "owner", "queue", "running", "since")
@@ -558,6 +560,14 @@ class Lane:
             return self.queue.popleft(), expired
         self.running, self.since = False, None
         return None, expired
+
+    def withdraw(self, item: Queued) -> bool:
+        """Take back ``item`` if it is still queued, unsent, and not a release (its round is
+        over: nobody needs it). True if it was taken back."""
+        if item.cleanup or item not in self.queue:
+            return False
+        self.queue.remove(item)
+        return True
 
     def _expire(self, now: float) -> list[Queued]:
         if not self.queue:

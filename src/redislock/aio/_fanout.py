@@ -189,7 +189,7 @@ class AsyncMasters:
         fast: list[tuple[int, Any, Eval | Call]] = []
         slow: list[tuple[int, Eval | Call]] = []
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
-        jobs: dict[asyncio.Future[Any], int] = {}
+        jobs: dict[asyncio.Future[Any], tuple[int, Queued]] = {}
         packer = Packer()
         try:
             for i, sub in enumerate(op.ops):
@@ -244,9 +244,9 @@ class AsyncMasters:
         deadline: float,
         now: float,
         replies: list[object],
-    ) -> dict[asyncio.Future[Any], int]:
+    ) -> dict[asyncio.Future[Any], tuple[int, Queued]]:
         """Hand each of ``slow`` to its master's lane; a refused one is late at once."""
-        jobs: dict[asyncio.Future[Any], int] = {}
+        jobs: dict[asyncio.Future[Any], tuple[int, Queued]] = {}
         loop = asyncio.get_running_loop()
         for i, sub in slow:
             lane = lanes[i]
@@ -263,12 +263,12 @@ class AsyncMasters:
                 worker = loop.create_task(_drain(self.clients[i], self.memories[i], lane, item))
                 _workers.add(worker)
                 worker.add_done_callback(_workers.discard)
-            jobs[job] = i
+            jobs[job] = (i, item)
         return jobs
 
     async def _gather(
         self,
-        jobs: dict[asyncio.Future[Any], int],
+        jobs: dict[asyncio.Future[Any], tuple[int, Queued]],
         op: FanOut,
         deadline: float,
         replies: list[object],
@@ -280,7 +280,7 @@ class AsyncMasters:
         def decided() -> bool:
             if op.decided is None:
                 return False
-            pending = {jobs[job] for job in waiting}
+            pending = {jobs[job][0] for job in waiting}
             return op.decided([replies[i] for i in asked if i not in pending])
 
         while waiting and not decided():
@@ -291,12 +291,15 @@ class AsyncMasters:
             for job in done:
                 waiting.discard(job)
                 failure = NodeLateError("cancelled") if job.cancelled() else job.exception()
-                replies[jobs[job]] = failure if failure is not None else job.result()
+                replies[jobs[job][0]] = failure if failure is not None else job.result()
         over = time.monotonic() >= deadline
         for job in waiting:
-            replies[jobs[job]] = NodeLateError(_LATE)
-            if over:
-                self.memories[jobs[job]].suspect = True
+            i, item = jobs[job]
+            replies[i] = NodeLateError(_LATE)
+            if self.memories[i].lane.withdraw(item):
+                _late(item, _BUSY)
+            elif over:
+                self.memories[i].suspect = True
 
     @staticmethod
     async def _receive(

@@ -193,7 +193,7 @@ class Masters:
                 fast.append((i, conn, sub))
         packer = Packer()
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
-        jobs: dict[concurrent.futures.Future[Any], int] = {}
+        jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
         try:
             for i, conn, sub in fast:
                 try:
@@ -230,9 +230,9 @@ class Masters:
         deadline: float,
         now: float,
         replies: list[object],
-    ) -> dict[concurrent.futures.Future[Any], int]:
+    ) -> dict[concurrent.futures.Future[Any], tuple[int, Queued]]:
         """Hand each of ``slow`` to its master's lane; a refused one is late at once."""
-        jobs: dict[concurrent.futures.Future[Any], int] = {}
+        jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
         for i, sub in slow:
             memory = self.memories[i]
             job: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -246,12 +246,12 @@ class Masters:
                 continue
             if verdict == "start":
                 _workers().submit(_drain, self.clients[i], memory, item)
-            jobs[job] = i
+            jobs[job] = (i, item)
         return jobs
 
     def _gather(
         self,
-        jobs: dict[concurrent.futures.Future[Any], int],
+        jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]],
         op: FanOut,
         deadline: float,
         replies: list[object],
@@ -263,7 +263,7 @@ class Masters:
         def decided() -> bool:
             if op.decided is None:
                 return False
-            pending = {jobs[job] for job in waiting}
+            pending = {jobs[job][0] for job in waiting}
             return op.decided([replies[i] for i in asked if i not in pending])
 
         while waiting and not decided():
@@ -276,12 +276,18 @@ class Masters:
             for job in done:
                 waiting.discard(job)
                 failure = job.exception()
-                replies[jobs[job]] = failure if failure is not None else job.result()
+                replies[jobs[job][0]] = failure if failure is not None else job.result()
         over = time.monotonic() >= deadline
         for job in waiting:
-            replies[jobs[job]] = NodeLateError(_LATE)
-            if over:
-                self.memories[jobs[job]].suspect = True
+            i, item = jobs[job]
+            replies[i] = NodeLateError(_LATE)
+            lane = self.memories[i].lane
+            with lane.guard:
+                withdrawn = lane.withdraw(item)
+            if withdrawn:
+                _late(item, _BUSY)
+            elif over:
+                self.memories[i].suspect = True
 
     @staticmethod
     def _receive(

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Five independent masters for the Redlock family's tests (``test_redlock.py``,
-``test_multiredlock.py``): their clients as Redlock wants them, and the fixtures
+``test_multiredlock.py``, ``test_redlock_faults.py``): their clients with redis-py's default
+settings, and the fixtures
 ``servers`` (module-scoped processes), ``admins``, ``masters`` and ``amasters`` (flushed
 per test), registered in ``conftest.py``."""
 
@@ -13,33 +14,21 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from redislock.server import RedisProcess
 
 N_MASTERS = 5
-CLIENT_TIMEOUT = 0.5  # socket timeout of the masters' clients, seconds
 
 
 def master(server: RedisProcess, **kwargs: Any) -> redis.Redis:
-    """A master's client as Redlock wants it: socket timeout, no connection retries."""
-    return redis.Redis(
-        **server.client_kwargs(),
-        socket_timeout=CLIENT_TIMEOUT,
-        retry=Retry(NoBackoff(), 0),
-        **kwargs,
-    )
+    """A master's client as users build it: redis-py's defaults (socket timeout 5 s,
+    connection retries with back-off), which Redlock must cope with."""
+    return redis.Redis(**server.client_kwargs(), **kwargs)
 
 
 def amaster(server: RedisProcess, **kwargs: Any) -> redis.asyncio.Redis:
-    return redis.asyncio.Redis(
-        **server.client_kwargs(),
-        socket_timeout=CLIENT_TIMEOUT,
-        retry=AsyncRetry(NoBackoff(), 0),
-        **kwargs,
-    )
+    """The asyncio twin of :func:`master` (redis-py's defaults)."""
+    return redis.asyncio.Redis(**server.client_kwargs(), **kwargs)
 
 
 @pytest.fixture(scope="module")

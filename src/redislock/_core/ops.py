@@ -11,7 +11,7 @@ the operations with their client, so every algorithm exists exactly once.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from redis import exceptions as redis_exceptions
@@ -78,6 +78,13 @@ class FanOut(NamedTuple):
 
     ops: tuple[Eval | Call | None, ...]
     timeout: float
+    decided: Callable[[Sequence[object]], bool] | None = None
+    """Given the replies (or exceptions) received so far, whether the round's outcome is
+    known: the round may then end before ``timeout`` and the masters still busy count as
+    late (None: wait for every master, up to ``timeout``)."""
+    cleanup: bool = False
+    """The operations undo earlier ones (releases): a master still busy with an earlier
+    command runs them after it, even once the round is over."""
 
 
 class Sleep(NamedTuple):

@@ -36,11 +36,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import threading
 import time
 import warnings
 import weakref
-from dataclasses import dataclass
-from typing import Any, Self
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Self
 
 from redis.exceptions import ResponseError
 
@@ -58,17 +61,19 @@ from redislock.errors import (
 )
 
 __all__ = [
+    "CLEANUP_CAP",
     "DEFAULT_DRIFT_FACTOR",
     "DEFAULT_RETRY_DELAY",
     "IDENTIFY",
+    "IDLE_CAP",
+    "Lane",
     "MasterMemory",
     "Packer",
+    "Queued",
     "RedlockCore",
     "check_masters",
-    "fast_masters",
     "memory_of",
     "outcome_of",
-    "settle",
     "wire",
 ]
 
@@ -78,7 +83,6 @@ IDENTIFY = Call(("INFO", "server"))
 
 _ACQUIRE = SCRIPTS["lock_acquire"]
 _RELEASE = SCRIPTS["lock_release"]
-_EXTEND = SCRIPTS["lock_extend"]
 _STATUS = SCRIPTS["lock_status"]
 _FENCE = SCRIPTS["redlock_fence"]
 
@@ -138,8 +142,34 @@ class RedlockCore(LockCore):
         """The number of masters."""
         return len(self.labels)
 
-    def _all(self, op: Eval | Call) -> FanOut:
-        return FanOut((op,) * self.n, self.node_timeout)
+    def _all(
+        self,
+        op: Eval | Call,
+        decided: Callable[[Sequence[object]], bool] | None = None,
+        *,
+        cleanup: bool = False,
+    ) -> FanOut:
+        return FanOut((op,) * self.n, self.node_timeout, decided, cleanup)
+
+    def _decider(self, against: tuple[str, ...]) -> Callable[[Sequence[object]], bool]:
+        """When a round's outcome is known before every master answered: a majority said
+        "ok", or more masters than the majority can spare said one of ``against`` (e.g.
+        "busy"), or failed. A master that has not answered yet can change neither."""
+        quorum, spare = self.quorum, self.n - self.quorum
+
+        def decided(answers: Sequence[object]) -> bool:
+            ok = no = failed = 0
+            for reply in answers:
+                word = "error" if isinstance(reply, BaseException) else _word(reply)
+                if word == "ok":
+                    ok += 1
+                elif word in against:
+                    no += 1
+                else:
+                    failed += 1
+            return ok >= quorum or no > spare or failed > spare
+
+        return decided
 
     def _error(self, operation: str, outcomes: list[str]) -> QuorumError:
         """A :class:`QuorumError` naming each master's outcome word."""
@@ -240,7 +270,7 @@ class RedlockCore(LockCore):
         safe)."""
         keys = self.keys
         op = Eval(_ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, self.lease_ms, meta, 0))
-        replies = yield self._all(op)
+        replies = yield self._all(op, self._decider(("busy",)))
         outcomes = [outcome_of(r) for r in replies]
         counters: list[dict[str, int] | None] = [
             {self.name: as_int(r[1])} if o == "ok" and isinstance(r, list | tuple) else None
@@ -335,8 +365,10 @@ class RedlockCore(LockCore):
         yield from self._release_all(token)
 
     def _release_all(self, token: str) -> Flow[list[str]]:
-        """Owner-checked delete on every master; the outcome word of each."""
-        replies = yield self._all(self._release_op(token))
+        """Owner-checked delete on every master; the outcome word of each. A master still
+        busy with an earlier command (the acquire this undoes, say) gets it afterwards."""
+        op = self._release_op(token)
+        replies = yield self._all(op, self._decider(("gone", "taken")), cleanup=True)
         return [outcome_of(r) for r in replies]
 
     # ------------------------------------------------------------------ extend, status
@@ -360,8 +392,10 @@ class RedlockCore(LockCore):
 
     def _extend_all(self, token: str, ms: int, mode: str) -> Flow[tuple[list[str], list[float]]]:
         """Owner-checked PEXPIRE on every master: the outcome word of each, and the new
-        TTL in seconds of each that extended."""
-        replies = yield self._all(Eval(_EXTEND, (self.keys.lock,), (token, ms, mode)))
+        TTL in seconds of each that extended. An "add" carries one op id (the same on every
+        master, remembered in each one's done key), so a client's retry adds nothing."""
+        op = self._extend_op(token, ms, mode)
+        replies = yield self._all(op, self._decider(("gone", "taken")))
         return _with_ttls(replies)
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
@@ -418,6 +452,14 @@ class RedlockCore(LockCore):
         )
 
 
+def _word(reply: object) -> str:
+    """:func:`outcome_of`, never raising (an unexpected reply is an "error")."""
+    try:
+        return outcome_of(reply)
+    except Exception:
+        return "error"
+
+
 def _with_ttls(replies: list[object]) -> tuple[list[str], list[float]]:
     """Outcome words of ``{status, pttl_ms, ...}`` replies, and the TTLs (seconds) of the
     "ok" ones."""
@@ -435,14 +477,116 @@ def _quorum_value_f(values: list[float], quorum: int) -> float:
     return sorted(values, reverse=True)[quorum - 1]
 
 
+CLEANUP_CAP = 32
+"""Releases a master's lane keeps queued behind a command it is still running; more are
+refused at once (a grant they would have undone runs out with its TTL)."""
+
+IDLE_CAP = 8
+"""Connected connections a master's lane keeps checked out of its client's pool for the
+fan-out's fast path (one per round in flight at once); more go back to the pool."""
+
+
+Verdict = Literal["start", "queued", "refused"]
+
+
+@dataclass(slots=True, eq=False)
+class Queued:
+    """One command for a master's lane: ``job`` is the future its reply goes to."""
+
+    op: Eval | Call
+    job: Any
+    deadline: float
+    """``time.monotonic()`` when its round ends; not sent after that (unless ``cleanup``)."""
+    timeout: float
+    """Its round's timeout in seconds: answered within it, the master is healthy again."""
+    cleanup: bool
+
+
+class Lane:
+    """The background path to one master's client, shared by every Redlock over it. No I/O:
+    the fan-out drivers (:mod:`redislock.sync._fanout`, :mod:`redislock.aio._fanout`) run
+    it, the sync one under ``guard``.
+
+    Whatever may block on a master - connecting, reconnecting, redis-py's retries and
+    their back-off, a stalled server - runs here, one command at a time per master, on
+    one thread or task, never on the caller's. A command arriving while the one running
+    started more than its round's timeout ago is refused at once (the master is stalled),
+    others wait in order until their round ends (then they are dropped unsent), except
+    releases (``cleanup``), which always run, after what they undo (at most
+    :data:`CLEANUP_CAP`). So a master costs at most one thread or task however long it
+    stalls, and a release never overtakes the acquire it undoes. A round that ends takes
+    back its unsent commands (:meth:`withdraw`): the queue holds at most the releases and
+    one command per round still waiting.
+    """
+
+    __slots__ = ("guard", "idle", "owner", "queue", "running", "since")
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.queue: deque[Queued] = deque()
+        self.running = False
+        """A thread or task is running this lane's commands."""
+        self.since: float | None = None
+        """``time.monotonic()`` when the command running now was started."""
+        self.idle: list[Any] = []
+        """Connected connections checked out of the client's pool for the fast path."""
+        self.owner: object = None
+        """The event loop of an asyncio lane."""
+
+    def admit(
+        self, item: Queued, now: float
+    ) -> tuple[Literal["start", "queued", "refused"], list[Queued]]:
+        """Take ``item``: "start" (nothing is running: the caller runs it now, then
+        :meth:`next`), "queued" or "refused" (answer it as late); and the queued commands
+        whose round is over, to be answered as late."""
+        expired = self._expire(now)
+        if not self.running:
+            self.running, self.since = True, now
+            return "start", expired
+        if item.cleanup:
+            if sum(1 for q in self.queue if q.cleanup) >= CLEANUP_CAP:
+                return "refused", expired
+        elif self.since is not None and now - self.since > item.timeout:
+            return "refused", expired
+        self.queue.append(item)
+        return "queued", expired
+
+    def next(self, now: float) -> tuple[Queued | None, list[Queued]]:
+        """After a command: the next one to run (None: the lane is idle now), and the queued
+        commands whose round is over."""
+        expired = self._expire(now)
+        if self.queue:
+            self.since = now
+            return self.queue.popleft(), expired
+        self.running, self.since = False, None
+        return None, expired
+
+    def withdraw(self, item: Queued) -> bool:
+        """Take back ``item`` if it is still queued, unsent, and not a release (its round is
+        over: nobody needs it). True if it was taken back."""
+        if item.cleanup or item not in self.queue:
+            return False
+        self.queue.remove(item)
+        return True
+
+    def _expire(self, now: float) -> list[Queued]:
+        if not self.queue:
+            return []
+        gone = [q for q in self.queue if not q.cleanup and q.deadline <= now]
+        if gone:
+            self.queue = deque(q for q in self.queue if q.cleanup or q.deadline > now)
+        return gone
+
+
 @dataclass(slots=True)
 class MasterMemory:
     """What the quorum clients remember about one master's client, across lock objects:
-    whether it is suspect (new, failed or late: contact it on a thread or task of its own)
-    and its server's run_id once read."""
+    whether it is suspect (new, failed or late: contact it through its :class:`Lane`, off
+    the caller's path), its server's run_id once read, and its lane."""
 
     suspect: bool = True
     run_id: str | None = None
+    lane: Lane = field(default_factory=Lane)
 
 
 _memory: weakref.WeakKeyDictionary[Any, MasterMemory] = weakref.WeakKeyDictionary()
@@ -454,6 +598,16 @@ def memory_of(client: Any) -> MasterMemory:
     if found is None:
         found = _memory[client] = MasterMemory()
     return found
+
+
+def _forget_lanes_in_child() -> None:
+    # A forked child must not use its parent's sockets, threads or queued commands.
+    for memory in list(_memory.values()):
+        memory.lane = Lane()
+        memory.suspect = True
+
+
+os.register_at_fork(after_in_child=_forget_lanes_in_child)
 
 
 def wire(op: Eval | Call) -> tuple[str | int, ...]:
@@ -481,38 +635,6 @@ class Packer:
             args = wire(op)
             found = self._done[key] = (conn.pack_command(*args), args[0])
         return found
-
-
-def settle(
-    jobs: list[tuple[int, Any]], replies: list[object], memories: tuple[MasterMemory, ...]
-) -> None:
-    """Put the answers of suspect masters' jobs (``concurrent.futures`` or asyncio futures,
-    after the deadline) into ``replies``: a result, its exception, or
-    :class:`NodeLateError`. A master that answered (even with a command error) is no
-    longer suspect."""
-    for i, job in jobs:
-        if not job.done():
-            job.add_done_callback(_consume)  # nobody reads it: do not log it as lost
-            replies[i] = NodeLateError("no answer in time")
-            continue
-        failure = _CANCELLED if job.cancelled() else job.exception()
-        replies[i] = failure if failure is not None else job.result()
-        if failure is None or isinstance(failure, ResponseError):
-            memories[i].suspect = False
-
-
-_CANCELLED = NodeLateError("cancelled")
-
-
-def _consume(job: Any) -> None:
-    if not job.cancelled():
-        job.exception()
-
-
-def fast_masters(op: FanOut, slow: set[int]) -> list[tuple[int, Eval | Call]]:
-    """The masters of ``op`` whose operation takes a fan-out driver's fast path: each
-    ``(index, operation)`` with an operation and not in ``slow`` (suspect masters)."""
-    return [(i, sub) for i, sub in enumerate(op.ops) if sub is not None and i not in slow]
 
 
 def check_masters(clients: Any, client_types: tuple[type, ...], hint: str) -> tuple[str, ...]:

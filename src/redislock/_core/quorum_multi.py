@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from redislock._core.keys import LockKeys
 from redislock._core.lock import Holding, LockStatistics
 from redislock._core.multi import Busy, MultiCore, MultiHolding, check_names, label
@@ -30,11 +32,17 @@ from redislock._core.quorum import RedlockCore, outcome_of
 __all__ = ["MultiRedlockCore", "parallel"]
 
 
-def parallel(flows: list[Flow[Any]], timeout: float) -> Flow[list[object]]:
+def parallel(
+    flows: list[Flow[Any]], timeout: float, *, cleanup: bool = False
+) -> Flow[list[object]]:
     """Drive one flow per master side by side: each round is one :class:`FanOut` of the
-    next operation of every unfinished flow (``timeout`` seconds per round). A master's
-    error or late answer is thrown into its flow. Returns each flow's result, or the
-    exception it ended with."""
+    next operation of every unfinished flow (``timeout`` seconds per round; ``cleanup``:
+    the flows undo earlier ones, see :attr:`FanOut.cleanup`). A command error (a
+    ``ResponseError``) is thrown into its master's flow; a master that failed otherwise or
+    answered late has its flow closed, so no round waits for it again (what it may have
+    taken is undone by the release every master gets after a failed try, or held under
+    the lease until released). Returns each flow's result, or the exception it ended
+    with."""
     results: list[object] = [None] * len(flows)
     ops: list[Eval | Call | None] = [None] * len(flows)
 
@@ -43,6 +51,10 @@ def parallel(flows: list[Flow[Any]], timeout: float) -> Flow[list[object]]:
         try:
             if reply is _FIRST:
                 op = next(flow)
+            elif isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
+                flow.close()
+                results[i], ops[i] = reply, None
+                return
             elif isinstance(reply, BaseException):
                 op = flow.throw(reply)
             else:
@@ -60,7 +72,7 @@ def parallel(flows: list[Flow[Any]], timeout: float) -> Flow[list[object]]:
     for i in range(len(flows)):
         step(i, _FIRST)
     while any(op is not None for op in ops):
-        replies = yield FanOut(tuple(ops), timeout)
+        replies = yield FanOut(tuple(ops), timeout, cleanup=cleanup)
         for i, op in enumerate(list(ops)):
             if op is not None:
                 step(i, replies[i])
@@ -95,8 +107,8 @@ class MultiRedlockCore(RedlockCore):
         assert self.multi is not None
         return self.multi
 
-    def _each(self, make: Any) -> Flow[list[object]]:
-        return parallel([make() for _ in range(self.n)], self.node_timeout)
+    def _each(self, make: Any, *, cleanup: bool = False) -> Flow[list[object]]:
+        return parallel([make() for _ in range(self.n)], self.node_timeout, cleanup=cleanup)
 
     # ------------------------------------------------------------------ acquire
 
@@ -174,7 +186,7 @@ class MultiRedlockCore(RedlockCore):
         return outcomes, ttls
 
     def _release_all(self, token: str) -> Flow[list[str]]:
-        results = yield from self._each(lambda: self._release_one(token))
+        results = yield from self._each(lambda: self._release_one(token), cleanup=True)
         return [r if isinstance(r, str) else outcome_of(r) for r in results]
 
     def _extend_all(self, token: str, ms: int, mode: str) -> Flow[tuple[list[str], list[float]]]:

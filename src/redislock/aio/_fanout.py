@@ -6,16 +6,24 @@ its sync twin :mod:`redislock.sync._fanout` uses a thread pool where this uses t
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import Packer, fast_masters, memory_of, settle
+from redislock._core.quorum import IDLE_CAP, Lane, MasterMemory, Packer, Queued, memory_of
 from redislock.aio._driver import execute
 
 __all__ = ["AsyncMasters"]
+
+_BUSY = "not sent: the master is still busy with an earlier command"
+_LATE = "no answer in time"
+
+_workers: set[asyncio.Task[None]] = set()
+"""The lanes' running tasks (the event loop keeps only weak references to tasks)."""
 
 
 def _cancel_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
@@ -31,114 +39,286 @@ def _cancel_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
         raise asyncio.CancelledError
 
 
-async def _job(before: asyncio.Future[Any] | None, client: Any, op: Eval | Call) -> Any:
-    if before is not None and not before.done():
-        await asyncio.wait([before])  # this master's previous command goes first
-    return await execute(client, op)
+def _consume(job: asyncio.Future[Any]) -> None:
+    if not job.cancelled():
+        job.exception()  # read, so an answer nobody waited for is not logged as lost
+
+
+def _lane(memory: MasterMemory, loop: asyncio.AbstractEventLoop) -> Lane:
+    """The master's lane on ``loop`` (a client used on a new event loop gets a new one)."""
+    lane = memory.lane
+    if lane.owner is not loop:
+        if lane.owner is not None:
+            memory.suspect = True
+        lane = memory.lane = Lane()
+        lane.owner = loop
+    return lane
+
+
+async def _drop(client: Any, conn: Any) -> None:
+    """Close a connection of the fast path and give it back to its pool."""
+    try:
+        await conn.disconnect(nowait=True)
+    finally:
+        with contextlib.suppress(Exception):  # the pool was reset (closed): nothing to give back
+            await client.connection_pool.release(conn)
+
+
+async def _readable(conn: Any) -> bool:
+    """Whether an idle connection has data or EOF waiting (redis-py 8's ``can_read``; older
+    versions only have ``can_read_destructive``)."""
+    probe = getattr(conn, "can_read", None) or conn.can_read_destructive
+    return bool(await probe())
+
+
+async def _checkout(client: Any, memory: MasterMemory, lane: Lane) -> Any:
+    """A connected connection for the fast path, or None: the master is suspect, its lane is
+    busy (what it runs must not be overtaken), or it has no connection known to work. Never
+    connects (connecting may take the whole connect timeout, and redis-py retries it with
+    back-off): the lane does that."""
+    if memory.suspect or lane.running or not lane.idle:
+        return None
+    conn = lane.idle.pop()
+    try:
+        # Readable while idle: closed by the server (or stray data). Not usable as it is.
+        if conn.is_connected and not await _readable(conn):
+            return conn
+    except Exception:
+        pass
+    await _drop(client, conn)
+    return None
+
+
+async def _give_back(client: Any, lane: Lane, conn: Any) -> None:
+    """Keep a connection that answered for the next round's fast path."""
+    if len(lane.idle) < IDLE_CAP:
+        lane.idle.append(conn)
+    else:
+        await client.connection_pool.release(conn)
+
+
+async def _warm(client: Any, lane: Lane) -> None:
+    """After the lane got an answer: check a connection out of the client's pool for the
+    fast path, if the lane has none (a pooled one is connected already: no I/O then)."""
+    if lane.idle:
+        return
+    try:
+        conn = await client.connection_pool.get_connection()
+    except Exception:
+        return
+    await _give_back(client, lane, conn)
+
+
+def _late(item: Queued, why: str) -> None:
+    if not item.job.done():
+        item.job.set_exception(NodeLateError(why))
+
+
+async def _drain(client: Any, memory: MasterMemory, lane: Lane, item: Queued | None) -> None:
+    """A lane's worker task: run ``item``, then the lane's queued commands, one at a time."""
+    while item is not None:
+        began = time.monotonic()
+        reply: Any = None
+        failure: BaseException | None = None
+        try:
+            reply = await execute(client, item.op)
+        except asyncio.CancelledError:  # the loop is closing: answer what is left as late
+            _late(item, _LATE)
+            while lane.queue:
+                _late(lane.queue.popleft(), _LATE)
+            lane.running, lane.since = False, None
+            raise
+        except Exception as exc:  # handed to the round
+            failure = exc
+        if failure is None or isinstance(failure, ResponseError):
+            await _warm(client, lane)
+            if time.monotonic() - began <= item.timeout:
+                memory.suspect = False  # healthy again: the fast path next time
+        else:
+            memory.suspect = True
+        following, expired = lane.next(time.monotonic())  # idle before the reply is seen
+        if not item.job.done():
+            if failure is None:
+                item.job.set_result(reply)
+            else:
+                item.job.set_exception(failure)
+        for gone in expired:
+            _late(gone, _BUSY)
+        item = following
 
 
 class AsyncMasters:
     """The masters of one AsyncRedlock, contacted all at once.
 
-    A master that answered its last command in time takes the fast path: the command is
-    written to a pooled, connected connection, and the replies of all such masters are read
-    as they come, up to a shared deadline (no task per master). A master that is new, or
-    that failed or answered late, is suspect: its command runs as a task of its own,
-    because connecting to a stalled server can take its whole socket timeout (and redis-py's
-    connection retries). A suspect master's commands run in order, each after the one
-    before, so a release never overtakes the acquire it undoes; a late one finishes in the
-    background. It takes the fast path again once it answers in time.
+    Fast path: a master that answered in time, whose lane is idle and which has a connection
+    known to be connected gets the command written on it by the calling task; the replies
+    of all such masters are read as they come, up to a shared deadline (no task per
+    master). Every other master - new, failed, late, or with no connected connection - goes
+    through its :class:`~redislock._core.quorum.Lane`: one task per master runs the command
+    with the master's own client (connecting, reconnecting and redis-py's retries with
+    their back-off happen there), one command at a time, so a stalled master holds at most
+    one task. A round waits for the lanes until the deadline, or until ``op.decided`` says
+    the outcome is known; a lane's late command finishes in the background (a release
+    queued behind it runs after it). The fast path keeps up to
+    :data:`~redislock._core.quorum.IDLE_CAP` connections of each client's pool checked
+    out (closing the client closes them).
     """
 
-    __slots__ = ("_last", "clients", "labels", "memories")
+    __slots__ = ("clients", "labels", "memories")
 
     def __init__(self, clients: Sequence[Any], labels: tuple[str, ...]) -> None:
         self.clients = tuple(clients)
         self.labels = labels
         """One label per master (``host:port`` or socket path), in the order given."""
         self.memories = tuple(memory_of(c) for c in self.clients)
-        self._last: list[asyncio.Future[Any] | None] = [None] * len(self.clients)
 
     async def fan_out(self, op: FanOut) -> list[object]:
         """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
         seconds in all. Returns per master its reply, its exception, or
-        :class:`NodeLateError` (its connection is then closed: the reply is not awaited).
+        :class:`NodeLateError` (no answer in time: a fast-path connection is then closed,
+        a lane's command finishes in the background; or not sent because the master is
+        still busy with an earlier command).
         """
-        deadline = asyncio.get_running_loop().time() + op.timeout
+        loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        deadline = start + op.timeout
         task = asyncio.current_task()
         cancels = 0 if task is None else task.cancelling()
         replies: list[object] = [None] * len(op.ops)
-        jobs: list[tuple[int, Any]] = []
-        for i, sub in enumerate(op.ops):
-            if sub is not None and self.memories[i].suspect:
-                job = asyncio.ensure_future(_job(self._last[i], self.clients[i], sub))
-                self._last[i] = job
-                jobs.append((i, job))
-        slow = {i for i, _ in jobs}
+        lanes = [_lane(m, loop) for m in self.memories]
+        fast: list[tuple[int, Any, Eval | Call]] = []
+        slow: list[tuple[int, Eval | Call]] = []
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
+        jobs: dict[asyncio.Future[Any], tuple[int, Queued]] = {}
         packer = Packer()
         try:
-            for i, sub in fast_masters(op, slow):
-                pool = self.clients[i].connection_pool
-                try:
-                    conn = await pool.get_connection()
-                except Exception as exc:  # refused, unreachable: this master failed
-                    replies[i] = exc
-                    self.memories[i].suspect = True
+            for i, sub in enumerate(op.ops):
+                if sub is None:
                     continue
+                conn = await _checkout(self.clients[i], self.memories[i], lanes[i])
+                if conn is None:
+                    slow.append((i, sub))
+                else:
+                    fast.append((i, conn, sub))
+            for n, (i, conn, sub) in enumerate(fast):
                 packed, command = packer(conn, sub)
                 sent.append((i, conn, sub, command))  # from here on, a cancellation closes it
                 try:
-                    await conn.send_packed_command(packed)
+                    await conn.send_packed_command(packed, check_health=False)
                 except Exception as exc:
                     sent.pop()
-                    await conn.disconnect(nowait=True)
-                    await pool.release(conn)
+                    await _drop(self.clients[i], conn)
                     replies[i] = exc
                     self.memories[i].suspect = True
                     continue
+                finally:
+                    fast[n] = (i, None, sub)  # sent, or closed: the finally below owns it
                 _cancel_swallowed(task, cancels)
+            jobs = self._submit(slow, lanes, op, deadline, start, replies)
             while sent:
                 i, conn, sub, command = sent[0]
-                replies[i] = reply = await self._receive(
-                    self.clients[i], conn, sub, command, deadline
-                )
+                reply, keep = await self._receive(self.clients[i], conn, sub, command, deadline)
                 sent.pop(0)
-                if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
+                replies[i] = reply
+                if keep:
+                    await _give_back(self.clients[i], lanes[i], conn)
+                else:
+                    await _drop(self.clients[i], conn)
                     self.memories[i].suspect = True
                 _cancel_swallowed(task, cancels)
         finally:
             for i, conn, _, _ in sent:  # cancelled or failed half-way: do not reuse them
-                await conn.disconnect(nowait=True)
-                await self.clients[i].connection_pool.release(conn)
+                await _drop(self.clients[i], conn)
+            for i, conn, _ in fast:  # checked out, never sent (cancelled before)
+                if conn is not None:
+                    await _give_back(self.clients[i], lanes[i], conn)
         if jobs:
-            left = deadline - asyncio.get_running_loop().time()
-            if left > 0:
-                await asyncio.wait([job for _, job in jobs], timeout=left)
-            settle(jobs, replies, self.memories)
+            await self._gather(jobs, op, deadline, replies)
         return replies
+
+    def _submit(
+        self,
+        slow: list[tuple[int, Eval | Call]],
+        lanes: list[Lane],
+        op: FanOut,
+        deadline: float,
+        now: float,
+        replies: list[object],
+    ) -> dict[asyncio.Future[Any], tuple[int, Queued]]:
+        """Hand each of ``slow`` to its master's lane; a refused one is late at once."""
+        jobs: dict[asyncio.Future[Any], tuple[int, Queued]] = {}
+        loop = asyncio.get_running_loop()
+        for i, sub in slow:
+            lane = lanes[i]
+            job: asyncio.Future[Any] = loop.create_future()
+            job.add_done_callback(_consume)
+            item = Queued(sub, job, deadline, op.timeout, op.cleanup)
+            verdict, expired = lane.admit(item, now)
+            for gone in expired:
+                _late(gone, _BUSY)
+            if verdict == "refused":
+                replies[i] = NodeLateError(_BUSY)
+                continue
+            if verdict == "start":
+                worker = loop.create_task(_drain(self.clients[i], self.memories[i], lane, item))
+                _workers.add(worker)
+                worker.add_done_callback(_workers.discard)
+            jobs[job] = (i, item)
+        return jobs
+
+    async def _gather(
+        self,
+        jobs: dict[asyncio.Future[Any], tuple[int, Queued]],
+        op: FanOut,
+        deadline: float,
+        replies: list[object],
+    ) -> None:
+        """Wait for the lanes' answers until the deadline or until ``op.decided``."""
+        waiting = set(jobs)
+        asked = [i for i, sub in enumerate(op.ops) if sub is not None]
+
+        def decided() -> bool:
+            if op.decided is None:
+                return False
+            pending = {jobs[job][0] for job in waiting}
+            return op.decided([replies[i] for i in asked if i not in pending])
+
+        while waiting and not decided():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            for job in done:
+                waiting.discard(job)
+                failure = NodeLateError("cancelled") if job.cancelled() else job.exception()
+                replies[jobs[job][0]] = failure if failure is not None else job.result()
+        over = time.monotonic() >= deadline
+        for job in waiting:
+            i, item = jobs[job]
+            replies[i] = NodeLateError(_LATE)
+            if self.memories[i].lane.withdraw(item):
+                _late(item, _BUSY)
+            elif over:
+                self.memories[i].suspect = True
 
     @staticmethod
     async def _receive(
         client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
-    ) -> object:
+    ) -> tuple[object, bool]:
+        """One fast-path reply, read by ``deadline``; and whether ``conn`` may be reused."""
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 try:
-                    reply = await client.parse_response(conn, command)
+                    return await client.parse_response(conn, command), True
                 except NoScriptError:
                     # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
                     assert isinstance(op, Eval)
                     n = len(op.keys)
                     await conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
-                    reply = await client.parse_response(conn, "EVAL")
+                    return await client.parse_response(conn, "EVAL"), True
         except ResponseError as exc:  # the connection is fine; the command failed
-            reply = script_error(exc) or exc
+            return script_error(exc) or exc, True
         except TimeoutError:
-            await conn.disconnect(nowait=True)
-            reply = NodeLateError("no answer in time")
+            return NodeLateError(_LATE), False
         except Exception as exc:
-            await conn.disconnect(nowait=True)
-            reply = exc
-        await client.connection_pool.release(conn)
-        return reply
+            return exc, False

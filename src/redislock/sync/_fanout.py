@@ -6,6 +6,7 @@ asyncio twin :mod:`redislock.aio._fanout` uses tasks where this uses a thread po
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import threading
 import time
@@ -15,7 +16,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import Packer, fast_masters, memory_of, settle
+from redislock._core.quorum import IDLE_CAP, MasterMemory, Packer, Queued, memory_of
 from redislock.sync._driver import execute
 from redislock.sync.renewer import Workers
 
@@ -23,8 +24,8 @@ __all__ = ["Masters"]
 
 
 _MAX_THREADS = 64
-"""Threads of the process-wide pool for suspect masters; a hung one holds a thread until
-its client's socket_timeout fires."""
+"""Threads of the process-wide pool that runs the masters' lanes (at most one per master
+at a time, however long it stalls)."""
 
 _pool: Workers | None = None
 _pool_guard = threading.Lock()
@@ -46,118 +47,270 @@ def _forget_in_child() -> None:
 
 os.register_at_fork(after_in_child=_forget_in_child)
 
+_BUSY = "not sent: the master is still busy with an earlier command"
+_LATE = "no answer in time"
 
-def _job(
-    future: concurrent.futures.Future[Any],
-    before: concurrent.futures.Future[Any] | None,
-    client: Any,
-    op: Eval | Call,
-) -> None:
-    if before is not None and not before.done():
-        concurrent.futures.wait([before])  # this master's previous command goes first
+
+def _connected(conn: Any) -> bool:
+    found = getattr(conn, "is_connected", None)
+    if isinstance(found, bool):
+        return found
+    return getattr(conn, "_sock", None) is not None
+
+
+def _drop(client: Any, conn: Any) -> None:
+    """Close a connection of the fast path and give it back to its pool."""
     try:
-        future.set_result(execute(client, op))
-    except BaseException as exc:
-        future.set_exception(exc)
+        conn.disconnect()
+    finally:
+        with contextlib.suppress(
+            Exception
+        ):  # the pool was reset (closed, forked): nothing to give back
+            client.connection_pool.release(conn)
+
+
+def _checkout(client: Any, memory: MasterMemory) -> Any:
+    """A connected connection for the fast path, or None: the master is suspect, its lane is
+    busy (what it runs must not be overtaken), or it has no connection known to work. Never
+    connects (connecting may block for the whole connect timeout, and redis-py retries it
+    with back-off): the lane does that."""
+    lane = memory.lane
+    with lane.guard:
+        if memory.suspect or lane.running or not lane.idle:
+            return None
+        conn = lane.idle.pop()
+    try:
+        # Readable while idle: closed by the server (or stray data). Not usable as it is.
+        if _connected(conn) and not conn.can_read(timeout=0):
+            return conn
+    except Exception:
+        pass
+    _drop(client, conn)
+    return None
+
+
+def _give_back(client: Any, memory: MasterMemory, conn: Any) -> None:
+    """Keep a connection that answered for the next round's fast path."""
+    lane = memory.lane
+    with lane.guard:
+        if len(lane.idle) < IDLE_CAP:
+            lane.idle.append(conn)
+            return
+    client.connection_pool.release(conn)
+
+
+def _warm(client: Any, memory: MasterMemory) -> None:
+    """After the lane got an answer: check a connection out of the client's pool for the
+    fast path, if the lane has none (a pooled one is connected already: no I/O then)."""
+    lane = memory.lane
+    with lane.guard:
+        if lane.idle:
+            return
+    try:
+        conn = client.connection_pool.get_connection()
+    except Exception:
+        return
+    _give_back(client, memory, conn)
+
+
+def _late(item: Queued, why: str) -> None:
+    item.job.set_exception(NodeLateError(why))
+
+
+def _drain(client: Any, memory: MasterMemory, item: Queued | None) -> None:
+    """A lane's worker: run ``item``, then the lane's queued commands, one at a time."""
+    lane = memory.lane
+    while item is not None:
+        began = time.monotonic()
+        reply: Any = None
+        failure: BaseException | None = None
+        try:
+            reply = execute(client, item.op)
+        except BaseException as exc:  # handed to the round; a worker thread never dies
+            failure = exc
+        if failure is None or isinstance(failure, ResponseError):
+            _warm(client, memory)
+            if time.monotonic() - began <= item.timeout:
+                memory.suspect = False  # healthy again: the fast path next time
+        else:
+            memory.suspect = True
+        with lane.guard:  # idle before the reply is seen, so the next round may go fast
+            following, expired = lane.next(time.monotonic())
+        if failure is None:
+            item.job.set_result(reply)
+        else:
+            item.job.set_exception(failure)
+        for gone in expired:
+            _late(gone, _BUSY)
+        item = following
 
 
 class Masters:
     """The masters of one Redlock, contacted all at once.
 
-    A master that answered its last command in time takes the fast path: the command is
-    written to a pooled, connected connection, and the replies of all such masters are read
-    as they come, up to a shared deadline (no thread involved). A master that is new, or
-    that failed or answered late, is suspect: its command runs on a thread of a long-lived,
-    process-wide pool of daemon threads (never a new pool per call), because connecting to
-    a stalled server can block for its whole socket timeout. A suspect master's commands
-    run in order, each after the one before, so a release never overtakes the acquire it
-    undoes; it takes the fast path again once it answers in time. Health and run_id are
-    remembered per client (:func:`memory_of`), across lock objects.
+    Fast path: a master that answered in time, whose lane is idle and which has a connection
+    known to be connected gets the command written on it in the calling thread; the replies
+    of all such masters are read as they come, up to a shared deadline (no thread
+    involved). Every other master - new, failed, late, or with no connected connection -
+    goes through its :class:`~redislock._core.quorum.Lane`: a worker of a long-lived,
+    process-wide pool of daemon threads runs the command with the master's own client
+    (connecting, reconnecting and redis-py's retries with their back-off happen there),
+    one command at a time per master, so a stalled master holds at most one thread. A
+    round waits for the lanes until the deadline, or until ``op.decided`` says the outcome
+    is known; a lane's late command finishes in the background (a release queued behind it
+    runs after it). Health, run_id and lane are remembered per client (:func:`memory_of`),
+    across lock objects. The fast path keeps up to
+    :data:`~redislock._core.quorum.IDLE_CAP` connections of each client's pool checked
+    out (closing the client closes them).
     """
 
-    __slots__ = ("_guard", "_last", "clients", "labels", "memories")
+    __slots__ = ("clients", "labels", "memories")
 
     def __init__(self, clients: Sequence[Any], labels: tuple[str, ...]) -> None:
         self.clients = tuple(clients)
         self.labels = labels
         """One label per master (``host:port`` or socket path), in the order given."""
         self.memories = tuple(memory_of(c) for c in self.clients)
-        self._last: list[concurrent.futures.Future[Any] | None] = [None] * len(self.clients)
-        self._guard = threading.Lock()
 
     def fan_out(self, op: FanOut) -> list[object]:
         """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
         seconds in all. Returns per master its reply, its exception, or
-        :class:`NodeLateError` (no answer in time: a fast-path connection is closed, a
-        thread's command finishes in the background)."""
-        deadline = time.monotonic() + op.timeout
+        :class:`NodeLateError` (no answer in time, or not sent because the master is still
+        busy with an earlier command: a fast-path connection is then closed, a lane's
+        command finishes in the background)."""
+        start = time.monotonic()
+        deadline = start + op.timeout
         replies: list[object] = [None] * len(op.ops)
-        jobs: list[tuple[int, Any]] = []
-        with self._guard:
-            for i, sub in enumerate(op.ops):
-                if sub is not None and self.memories[i].suspect:
-                    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-                    before, self._last[i] = self._last[i], future
-                    _workers().submit(_job, future, before, self.clients[i], sub)
-                    jobs.append((i, future))
-        slow = {i for i, _ in jobs}
+        fast: list[tuple[int, Any, Eval | Call]] = []
+        slow: list[tuple[int, Eval | Call]] = []
+        for i, sub in enumerate(op.ops):
+            if sub is None:
+                continue
+            conn = _checkout(self.clients[i], self.memories[i])
+            if conn is None:
+                slow.append((i, sub))
+            else:
+                fast.append((i, conn, sub))
         packer = Packer()
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
+        jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
         try:
-            for i, sub in fast_masters(op, slow):
-                pool = self.clients[i].connection_pool
-                try:
-                    conn = pool.get_connection()
-                except Exception as exc:  # refused, unreachable: this master failed
-                    replies[i] = exc
-                    self.memories[i].suspect = True
-                    continue
+            for i, conn, sub in fast:
                 try:
                     packed, command = packer(conn, sub)
-                    conn.send_packed_command(packed)
+                    conn.send_packed_command(packed, check_health=False)
                 except Exception as exc:
-                    conn.disconnect()
-                    pool.release(conn)
+                    _drop(self.clients[i], conn)
                     replies[i] = exc
                     self.memories[i].suspect = True
                     continue
                 sent.append((i, conn, sub, command))
+            jobs = self._submit(slow, op, deadline, start, replies)
             while sent:
-                i, conn, sub, command = sent.pop(0)
-                replies[i] = reply = self._receive(self.clients[i], conn, sub, command, deadline)
-                if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
+                i, conn, sub, command = sent[0]
+                reply, keep = self._receive(self.clients[i], conn, sub, command, deadline)
+                sent.pop(0)
+                replies[i] = reply
+                if keep:
+                    _give_back(self.clients[i], self.memories[i], conn)
+                else:
+                    _drop(self.clients[i], conn)
                     self.memories[i].suspect = True
         finally:
             for i, conn, _, _ in sent:  # only after an unexpected error: do not reuse them
-                conn.disconnect()
-                self.clients[i].connection_pool.release(conn)
+                _drop(self.clients[i], conn)
         if jobs:
-            left = max(0.0, deadline - time.monotonic())
-            concurrent.futures.wait([job for _, job in jobs], timeout=left)
-            settle(jobs, replies, self.memories)
+            self._gather(jobs, op, deadline, replies)
         return replies
+
+    def _submit(
+        self,
+        slow: list[tuple[int, Eval | Call]],
+        op: FanOut,
+        deadline: float,
+        now: float,
+        replies: list[object],
+    ) -> dict[concurrent.futures.Future[Any], tuple[int, Queued]]:
+        """Hand each of ``slow`` to its master's lane; a refused one is late at once."""
+        jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
+        for i, sub in slow:
+            memory = self.memories[i]
+            job: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            item = Queued(sub, job, deadline, op.timeout, op.cleanup)
+            with memory.lane.guard:
+                verdict, expired = memory.lane.admit(item, now)
+            for gone in expired:
+                _late(gone, _BUSY)
+            if verdict == "refused":
+                replies[i] = NodeLateError(_BUSY)
+                continue
+            if verdict == "start":
+                _workers().submit(_drain, self.clients[i], memory, item)
+            jobs[job] = (i, item)
+        return jobs
+
+    def _gather(
+        self,
+        jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]],
+        op: FanOut,
+        deadline: float,
+        replies: list[object],
+    ) -> None:
+        """Wait for the lanes' answers until the deadline or until ``op.decided``."""
+        waiting = set(jobs)
+        asked = [i for i, sub in enumerate(op.ops) if sub is not None]
+
+        def decided() -> bool:
+            if op.decided is None:
+                return False
+            pending = {jobs[job][0] for job in waiting}
+            return op.decided([replies[i] for i in asked if i not in pending])
+
+        while waiting and not decided():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            done, _ = concurrent.futures.wait(
+                waiting, timeout=left, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for job in done:
+                waiting.discard(job)
+                failure = job.exception()
+                replies[jobs[job][0]] = failure if failure is not None else job.result()
+        over = time.monotonic() >= deadline
+        for job in waiting:
+            i, item = jobs[job]
+            replies[i] = NodeLateError(_LATE)
+            lane = self.memories[i].lane
+            with lane.guard:
+                withdrawn = lane.withdraw(item)
+            if withdrawn:
+                _late(item, _BUSY)
+            elif over:
+                self.memories[i].suspect = True
 
     @staticmethod
     def _receive(
         client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
-    ) -> object:
-        pool = client.connection_pool
+    ) -> tuple[object, bool]:
+        """One fast-path reply, read by ``deadline``; and whether ``conn`` may be reused."""
         try:
             if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
                 conn.disconnect()
-                return NodeLateError("no answer in time")
+                return NodeLateError(_LATE), False
             try:
-                return client.parse_response(conn, command)
+                return client.parse_response(conn, command), True
             except NoScriptError:
                 # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
                 assert isinstance(op, Eval)
                 n = len(op.keys)
                 conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
-                return client.parse_response(conn, "EVAL")
+                if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                    conn.disconnect()
+                    return NodeLateError(_LATE), False
+                return client.parse_response(conn, "EVAL"), True
         except ResponseError as exc:  # the connection is fine; the command failed
-            return script_error(exc) or exc
+            return script_error(exc) or exc, True
         except Exception as exc:
             conn.disconnect()
-            return exc
-        finally:
-            pool.release(conn)
+            return exc, False

@@ -194,8 +194,13 @@ def hold_args(
     companion: str = "",
     permits: int = 0,
     extend_mode: str = "",
+    op_id: str = "",
+    done_ms: int | None = None,
 ) -> tuple[Arg, ...]:
-    """hold.lua's ARGV, laid out as ``HoldCore._op`` lays it out."""
+    """hold.lua's ARGV, laid out as ``HoldCore._op`` lays it out (``op_id`` and
+    ``done_ms`` only when given: without them a call is not deduplicated and a release
+    leaves no tombstone)."""
+    tail: tuple[Arg, ...] = () if not op_id and done_ms is None else (op_id, done_ms or 0)
     return (
         op,
         token,
@@ -208,6 +213,7 @@ def hold_args(
         permits,
         WAKE_MS,
         extend_mode,
+        *tail,
     )
 
 
@@ -217,10 +223,19 @@ def acq(token: str = TOKEN, mode: str = "w", ms: int = 10000, **kw: Any) -> tupl
 
 
 def hold(
-    token: str = TOKEN, mode: str = "w", lease_ms: int = 5000, *, count: int = 1, fence: int = 1
+    token: str = TOKEN,
+    mode: str = "w",
+    lease_ms: int = 5000,
+    *,
+    count: int = 1,
+    fence: int = 1,
+    op: str = "",
 ) -> tuple[Arg, ...]:
-    """Setup: a hold whose lease ends ``lease_ms`` after the case's server time (< 0: ended)."""
-    return ("HSET", H.lock, token, At(lease_ms, f"{mode}|{count}|{{}}|{fence}|{META}"))
+    """Setup: a hold whose lease ends ``lease_ms`` after the case's server time (< 0: ended);
+    ``op``: the op id of the last call applied to it; mode ``x``: a released hold's
+    tombstone."""
+    suffix = f"|o{op}" if op else ""
+    return ("HSET", H.lock, token, At(lease_ms, f"{mode}|{count}|{{}}|{fence}|{META}{suffix}"))
 
 
 def ttl(key: str, ms: int) -> tuple[Arg, ...]:

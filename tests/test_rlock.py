@@ -33,6 +33,7 @@ from redislock import (
     NotOwnedError,
     RLock,
 )
+from redislock._core.codec import decode_hold_value
 from redislock.server import RedisProcess
 from tests.support import (
     Dead,
@@ -64,9 +65,9 @@ def hold_of(admin: redis.Redis, key: str, token: str | None) -> Hold | None:
     value = admin.hget(key, token)
     if value is None:
         return None
-    assert isinstance(value, str)
-    mode, count, _expires, fence, _host, pid, _acquired = value.split("|")
-    return Hold(mode, int(count), int(fence), int(pid))
+    stored = decode_hold_value(value)
+    assert stored is not None
+    return Hold(stored.mode, stored.count, stored.fence, stored.pid)
 
 
 def fence_of(lock: RLock | AsyncRLock) -> int | None:

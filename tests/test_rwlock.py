@@ -35,6 +35,7 @@ from redislock import (
     ReadWriteLock,
     RLock,
 )
+from redislock._core.codec import decode_hold_value
 from redislock.server import RedisProcess
 from tests.support import (
     Background,
@@ -52,11 +53,12 @@ from tests.test_validation import CONSTRUCTOR_CASES, METHOD_CASES, dead_clients
 
 
 def fields(admin: redis.Redis, key: str) -> dict[str, tuple[str, int]]:
-    """The holds in the hash: token -> (mode, count)."""
+    """The holds in the hash: token -> (mode, count) ."""
     out = {}
     for token, value in admin.hgetall(key).items():
-        mode, count, *_ = str(value).split("|")
-        out[str(token)] = (mode, int(count))
+        stored = decode_hold_value(value)
+        assert stored is not None
+        out[str(token)] = (stored.mode, stored.count)
     return out
 
 

@@ -121,7 +121,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_release": ["wake_ttl_ms", "done_ms"],
         "lock_force_release": ["wake_ttl_ms"],
         "fair": ["lease_ms", "waiter_ms"],
-        "hold": ["ms", "marker_ms", "wake_ms"],
+        "hold": ["ms", "marker_ms", "wake_ms", "done_ms"],
         "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from redislock._core.hold import HoldCore
+from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FOURTH,
@@ -18,6 +19,7 @@ from tests.scriptcases import (
     THIRD,
     TOKEN,
     WAITER,
+    At,
     Between,
     Case,
     Clock,
@@ -35,6 +37,9 @@ from tests.scriptcases import (
     waiting,
     woken,
 )
+
+OP_A, OP_B = "a" * 16, "b" * 16
+DONE = 60_000
 
 CASES = [
     # ---------------------------------------------------------------- hold: acquire
@@ -717,7 +722,7 @@ CASES = [
             setup=[("HSET", H.lock, OTHER, value)],
             after=[(("HGET", H.lock, OTHER), value), *absent(H.fence)],
         )
-        for op, value in (("acquire", "garbage"), ("release", f"x|1|99999999999999|1|{META}"))
+        for op, value in (("acquire", "garbage"), ("release", f"q|1|99999999999999|1|{META}"))
     ],
     Case(
         "hold-on-a-lock-key-is-wrongtype",
@@ -737,6 +742,100 @@ CASES = [
         setup=[hold(OTHER), ttl(H.lock, 5000)],
         after=[(("HGET", H.lock, OTHER), HoldValue("w", 1, 1, 5000, 5000))],
     ),
+    # ------------------------------------------- hold: a call sent again (lost reply + retry)
+    Case(
+        "hold-reentry-sent-again-counts-once",
+        "hold",
+        HOLD,
+        acq(reenter=True, op_id=OP_A),
+        ["ok", 3, 2, Between(10000 - SLACK, 10000)],
+        setup=[hold(count=2, fence=3, lease_ms=10000, op=OP_A), ttl(H.lock, 10000)],
+        after=[
+            (("HGET", H.lock, TOKEN), HoldValue("w", 2, 3, 9000, 10000 + SLACK, f"{META}|o{OP_A}"))
+        ],
+    ),
+    Case(
+        "hold-reentry-with-a-new-op-id-counts",
+        "hold",
+        HOLD,
+        acq(reenter=True, op_id=OP_B),
+        ["ok", 3, 3, Between(10000 - SLACK, 10000)],
+        setup=[hold(count=2, fence=3, lease_ms=5000, op=OP_A), ttl(H.lock, 5000)],
+        after=[
+            (("HGET", H.lock, TOKEN), HoldValue("w", 3, 3, 9000, 10000 + SLACK, f"{META}|o{OP_B}"))
+        ],
+    ),
+    Case(
+        "hold-decrement-sent-again-counts-once",
+        "hold",
+        HOLD,
+        hold_args("release", op_id=OP_A, done_ms=DONE),
+        ["ok", 2],
+        setup=[hold(count=2, fence=3, op=OP_A), ttl(H.lock, 5000)],
+        after=[
+            (("HGET", H.lock, TOKEN), HoldValue("w", 2, 3, 4000, 5000 + SLACK, f"{META}|o{OP_A}"))
+        ],
+    ),
+    Case(
+        "hold-last-release-is-remembered",
+        "hold",
+        HOLD,
+        hold_args("release", op_id=OP_B, done_ms=DONE),
+        ["ok", 0],
+        setup=[
+            hold(fence=3, op=OP_A),
+            ttl(H.lock, 5000),
+            ("SET", H.fence, 3),
+            ("ZADD", H.released, At(-1), OTHER),  # forgotten: pruned
+            ("ZADD", H.released, At(5000), FOURTH),
+        ],
+        after=[
+            (("ZSCORE", H.released, TOKEN), Clock(DONE - SLACK, DONE + SLACK)),
+            (("ZSCORE", H.released, OTHER), None),
+            (("PTTL", H.released), Between(DONE - SLACK, DONE)),
+            *absent(H.lock, H.wake, H.rwake),
+        ],
+    ),
+    Case(
+        "hold-release-sent-again-finds-it-remembered",
+        "hold",
+        HOLD,
+        hold_args("release", op_id=OP_B, done_ms=DONE),
+        ["ok", 0],
+        setup=[("ZADD", H.released, At(DONE), TOKEN), ttl(H.released, DONE)],
+        after=[*absent(H.lock)],
+    ),
+    Case(
+        "hold-release-remembered-too-long-ago-is-gone",
+        "hold",
+        HOLD,
+        hold_args("release", op_id=OP_B, done_ms=DONE),
+        ["gone", 0],
+        setup=[("ZADD", H.released, At(-1), TOKEN), ttl(H.released, DONE)],
+        after=[*absent(H.lock)],
+    ),
+    Case(
+        "hold-add-extend-sent-again-adds-once",
+        "hold",
+        HOLD,
+        hold_args("extend", ms=3000, extend_mode="add", op_id=OP_A, done_ms=DONE),
+        ["ok", Between(5000 - SLACK, 5000)],
+        setup=[hold(fence=3, op=OP_A), ttl(H.lock, 5000)],
+        after=[
+            (("HGET", H.lock, TOKEN), HoldValue("w", 1, 3, 4000, 5000 + SLACK, f"{META}|o{OP_A}"))
+        ],
+    ),
+    Case(
+        "hold-add-extend-with-a-new-op-id-adds",
+        "hold",
+        HOLD,
+        hold_args("extend", ms=3000, extend_mode="add", op_id=OP_B, done_ms=DONE),
+        ["ok", Between(8000 - SLACK, 8000)],
+        setup=[hold(fence=3, op=OP_A), ttl(H.lock, 5000)],
+        after=[
+            (("HGET", H.lock, TOKEN), HoldValue("w", 1, 3, 7000, 8000 + SLACK, f"{META}|o{OP_B}"))
+        ],
+    ),
 ]
 
 
@@ -755,7 +854,16 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     expected = acq(TOKEN, "p", 10000, marker_ms=1500, reenter=True, companion=FOURTH, permits=3)
     assert op.script is SCRIPTS["hold"]
     assert op.keys == HOLD
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:])
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS)
     op = hold_core._op("extend", TOKEN, ms=3000, extend_mode="add")
     expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:])
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS)
+    # The calls a retry must not apply twice carry an op id (ARGV[12]).
+    for op in (
+        hold_core._extend_op(TOKEN, 3000, "add"),
+        hold_core._release_op(TOKEN),
+    ):
+        assert isinstance(op.args[11], str)
+        assert len(op.args[11]) == 16
+        assert op.args[12] == DONE_MS
+    assert hold_core._extend_op(TOKEN, 3000, "max").args[11] == ""

@@ -148,8 +148,10 @@ def lock_value_owner(value: str) -> str:
 
 
 def decode_hold_value(value: object) -> StoredHold | None:
-    """Decode one hold value (``bytes`` or ``str``); None if it is not one."""
-    fields = _split(value, 7)
+    """Decode one hold value (``bytes`` or ``str``; with or without the ``|o<op id>`` of the
+    last call applied to it); None if it is not one."""
+    fields = _split(value, 8)  # with the op id of the last call applied to it
+    fields = fields[:7] if fields is not None and fields[7].startswith("o") else _split(value, 7)
     if fields is None or fields[0] not in HOLD_MODES:
         return None
     mode, count, expires, fence, host, pid, acquired = fields

@@ -25,7 +25,15 @@ from typing import Final
 from redislock._core import validate
 from redislock._core.codec import permit_id
 from redislock._core.keys import HoldKeys
-from redislock._core.lock import Holding, LockCore, holder_meta, new_token, why
+from redislock._core.lock import (
+    DONE_MS,
+    Holding,
+    LockCore,
+    holder_meta,
+    new_op_id,
+    new_token,
+    why,
+)
 from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
@@ -40,7 +48,7 @@ from redislock.errors import (
 __all__ = ["MODES", "HoldCore", "check_permits", "permit_id"]
 
 _HOLD = SCRIPTS["hold"]
-_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "")
+_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "")
 
 MODES: Final = ("w", "r", "p")
 """``w``: exclusive and reentrant; ``r``: shared and reentrant; ``p``: one permit."""
@@ -97,6 +105,7 @@ class HoldCore(LockCore):
         reenter: bool = False,
         companion: str = "",
         extend_mode: str = "",
+        op_id: str = "",
     ) -> Eval:
         return Eval(
             _HOLD,
@@ -113,6 +122,8 @@ class HoldCore(LockCore):
                 self.permits,
                 self.wake_ms,
                 extend_mode,
+                op_id,
+                DONE_MS,
             ),
         )
 
@@ -126,7 +137,8 @@ class HoldCore(LockCore):
         (which is then given back).
         """
         sent = time.monotonic()
-        op = self._op("acquire", h.token, ms=self.lease_ms, reenter=True)
+        # The op id makes a retry after a lost reply count once (hold.lua).
+        op = self._op("acquire", h.token, ms=self.lease_ms, reenter=True, op_id=new_op_id())
         reply, ack = unwrap((yield self._write(op)))
         status = as_str(reply[0])
         if status not in ("ok", "gone"):
@@ -228,17 +240,22 @@ class HoldCore(LockCore):
         self._released(h, status, retry=retry)
 
     def _release_op(self, token: str) -> Eval:
-        return self._op("release", token)
+        # The op id makes a retried decrement count once; a retried last release finds its
+        # token among the recently released (hold.lua).
+        return self._op("release", token, op_id=new_op_id())
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """After a cancelled or failed acquire: remove a hold the script may have made, and
         stop counting as a waiting writer (which would keep new readers out)."""
-        yield self._op("release", token)
+        yield self._release_op(token)
         if self.mode != "r":
             yield self._op("leave", token)
 
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
-        return self._op("extend", token, ms=ms, extend_mode=mode)
+        # "add" is the one mode a retry would apply twice: it carries an op id (hold.lua).
+        return self._op(
+            "extend", token, ms=ms, extend_mode=mode, op_id=new_op_id() if mode == "add" else ""
+        )
 
     def hold_status_flow(self, token: str) -> Flow[tuple[str, float, int, int]]:
         """Ask Redis about the hold of ``token``: (status, ttl seconds, fence, count)."""

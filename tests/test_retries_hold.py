@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""RLock, ReadWriteLock and Semaphore with redis-py's DEFAULT clients when a reply is lost
+"""RLock, ReadWriteLock, Semaphore and FairLock with redis-py's DEFAULT clients when a reply is lost
 after the command took effect (the client sends it again on a new connection): a
 re-entry and a decrement count once, an "add" extend adds once, a last release sent again
 answers "released" (hold.lua's op ids and tombstones), never a false NotOwnedError.
@@ -19,9 +19,11 @@ import redis
 import redis.asyncio
 
 from redislock import (
+    AsyncFairLock,
     AsyncReadWriteLock,
     AsyncRLock,
     AsyncSemaphore,
+    FairLock,
     ReadWriteLock,
     RLock,
     Semaphore,
@@ -154,3 +156,16 @@ async def test_semaphore_permit_release_sent_again_is_no_error(
     assert not admin.exists(LockKeys.for_name("sm").lock)
     ttl = admin.pttl(HoldKeys.for_name("sm").released)
     assert 0 < ttl <= 60_000
+
+
+async def test_fairlock_release_sent_again_is_no_error(
+    client: Any, proxy: FaultProxy, admin: redis.Redis
+) -> None:
+    lock = (AsyncFairLock if is_async(client) else FairLock)(client, "fl", ttl=30)
+    assert await call(lock.acquire())
+    before = lose_next_reply(proxy)
+    await call(lock.release())  # no false LockLostError: the done key remembers it
+    assert proxy.lost_replies == before + 1
+    assert not inspect(admin, "fl").held
+    assert await call(lock.acquire())  # and it can be taken again
+    await call(lock.release())

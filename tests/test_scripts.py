@@ -120,8 +120,8 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_extend": ["ms", "done_ms"],
         "lock_release": ["wake_ttl_ms", "done_ms"],
         "lock_force_release": ["wake_ttl_ms"],
-        "fair": ["lease_ms", "waiter_ms"],
         "hold": ["ms", "marker_ms", "wake_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "done_ms"],
         "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])

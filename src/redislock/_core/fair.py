@@ -18,7 +18,7 @@ from typing import Final
 
 from redislock._core import validate
 from redislock._core.keys import FairKeys
-from redislock._core.lock import Holding, LockCore, holder_meta, new_token, no_ttl
+from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
 from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
@@ -167,7 +167,10 @@ class FairCore(LockCore):
         return True
 
     def _release_op(self, token: str) -> Eval:
-        return self._fair("release", token)
+        # With Lock's done key: a release sent again after a lost reply answers "ok" even
+        # though the lock was handed on meanwhile (fair.lua).
+        op = self._fair("release", token)
+        return Eval(op.script, (*op.keys, self.keys.done), (*op.args, DONE_MS))
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which

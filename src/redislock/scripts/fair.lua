@@ -11,6 +11,8 @@
 -- KEYS[3] queue         list of waiter tokens in arrival order
 -- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
+-- KEYS[6] done key      release, optional: string "<token>", the last release of this name,
+--                       PX ARGV[8] (Lock's done key, see lock_release.lua)
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
 -- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
@@ -19,12 +21,16 @@
 -- ARGV[6] queue_max     acquire: most waiters the queue takes
 -- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
 --                       (a key of the same hash tag; the waiter BLPOPs it)
+-- ARGV[8] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
+--                       the window in which a client may send it again
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms}        queued (or, for a single try, not taken); hint_ms bounds
 --                                     the wait before the next try, -1 when the lock has no TTL
 --            {"full", length}         the queue is full; the caller is not queued
---   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter
+--   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
+--                                     also "ok" for a repeat of this token's release (a
+--                                     client retrying after a lost reply)
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
@@ -127,6 +133,9 @@ end
 
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
+  if not mine(v) and KEYS[6] and redis.call('GET', KEYS[6]) == token then
+    return 'ok'  -- released already (and maybe granted on): the same release sent again
+  end
   if not v then  -- expired: the next waiter need not wait for its own retry
     local r = grant_next()
     if r ~= true and r ~= false then return r end
@@ -134,6 +143,9 @@ if op == 'release' then
   end
   if not mine(v) then return 'taken' end
   redis.call('DEL', KEYS[1])
+  if KEYS[6] then
+    redis.call('SET', KEYS[6], token, 'PX', ARGV[8])
+  end
   local r = grant_next()
   if r ~= true and r ~= false then return r end
   return 'ok'

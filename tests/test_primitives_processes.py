@@ -43,6 +43,7 @@ from redislock import (
     RLock,
     Semaphore,
 )
+from redislock._core.codec import decode_hold_value
 from redislock.server import RedisProcess
 
 CTX = multiprocessing.get_context("spawn")
@@ -617,9 +618,11 @@ class HoldField(NamedTuple):
 def hold_fields(admin: redis.Redis, key: str) -> dict[str, HoldField]:
     fields: dict[str, HoldField] = {}
     for token, value in admin.hgetall(key).items():
-        parts = text(value).split("|")
-        mode, depth, expires_ms, fence, pid = parts[0], parts[1], parts[2], parts[3], parts[-2]
-        fields[text(token)] = HoldField(mode, int(depth), int(expires_ms), int(fence), int(pid))
+        hold = decode_hold_value(value)
+        assert hold is not None, value
+        fields[text(token)] = HoldField(
+            hold.mode, hold.count, hold.expires_ms, hold.fence, hold.pid
+        )
     return fields
 
 

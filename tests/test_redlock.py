@@ -1106,7 +1106,10 @@ async def test_async_cancelled_waiter_leaves_nothing_of_its_own(
         with pytest.raises(asyncio.CancelledError):
             await task
         assert waiter.token is None
-        assert owners(admins, "acancel") == ["f" * 32] * 3 + [None] * 2
+        # A grant that raced the cancellation is undone by the release queued behind it on
+        # that master's lane: within moments, not at once.
+        expected = ["f" * 32] * 3 + [None] * 2
+        await async_wait_for(lambda: owners(admins, "acancel") == expected, timeout=2.0)
     assert waiter.statistics().acquisitions == 0
     for admin in admins[:3]:
         admin.delete(lock_key("acancel"))

@@ -15,8 +15,11 @@ between faults (Jepsen's alternating start/stop nemesis):
     the worker's watchdog stops with it);
   - ``client_kill``: SIGKILL (a crash at whatever point the worker was; the runner starts a
     new worker in its slot);
-  - ``proxy_blackhole``, ``proxy_reset``, ``proxy_delay``, ``proxy_drop_reply``: the fault
-    proxy between that worker and one server (see :mod:`redislock.testing.proxy`);
+  - ``proxy_blackhole``, ``proxy_reset``, ``proxy_delay``, ``proxy_drop_reply``,
+    ``proxy_lose_reply``: the fault proxy between that worker and one server (see
+    :mod:`redislock.testing.proxy`); ``lose_reply`` loses one reply after the command
+    took effect and resets the connection, so redis-py sends the command again: a double
+    effect (time added twice, a count taken twice, a false loss) shows in the checks;
 
 * the server lane hits one server (for Redlock, a minority: one master at a time):
 
@@ -72,6 +75,7 @@ CLIENT_FAULTS = (
     "proxy_reset",
     "proxy_delay",
     "proxy_drop_reply",
+    "proxy_lose_reply",
 )
 SERVER_FAULTS = (
     "server_pause",
@@ -90,6 +94,7 @@ _SPANS: dict[str, tuple[float, float]] = {
     "proxy_reset": (0.1, 2.0),
     "proxy_delay": (0.1, 2.0),
     "proxy_drop_reply": (0.1, 2.0),
+    "proxy_lose_reply": (0.05, 0.5),
     "server_pause": (0.2, 2.0),
     "server_debug_sleep": (0.2, 2.0),
     "server_client_pause": (0.2, 2.0),

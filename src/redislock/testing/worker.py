@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from redislock import (
     AcquireTimeoutError,
@@ -75,9 +73,10 @@ class Worker:
             redis.Redis(
                 host=host,
                 port=port,
+                # redis-py's default retry policy, as users run it (a command whose reply
+                # was lost is sent again); only the timeouts are the run's setting
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
-                retry=Retry(NoBackoff(), 0),
                 single_connection_client=False,
             )
             for host, port in cfg["proxies"][str(slot)]

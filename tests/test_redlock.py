@@ -1098,6 +1098,7 @@ async def test_async_cancelled_waiter_leaves_nothing_of_its_own(
     for admin in admins[:3]:
         admin.set(lock_key("acancel"), FOREIGN, px=60_000)
     waiter = AsyncRedlock(amasters, "acancel", ttl=TTL, retry_delay=0.01)
+    expected = ["f" * 32] * 3 + [None] * 2  # the stranger's 3, nothing of ours
     rng = random.Random(7)
     for _ in range(15):
         task = asyncio.create_task(waiter.acquire(timeout=30))
@@ -1108,7 +1109,6 @@ async def test_async_cancelled_waiter_leaves_nothing_of_its_own(
         assert waiter.token is None
         # A grant that raced the cancellation is undone by the release queued behind it on
         # that master's lane: within moments, not at once.
-        expected = ["f" * 32] * 3 + [None] * 2
         await async_wait_for(lambda: owners(admins, "acancel") == expected, timeout=2.0)
     assert waiter.statistics().acquisitions == 0
     for admin in admins[:3]:

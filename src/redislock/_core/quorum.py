@@ -74,6 +74,7 @@ __all__ = [
     "check_masters",
     "memory_of",
     "outcome_of",
+    "round_decided",
     "wire",
 ]
 
@@ -487,6 +488,16 @@ fan-out's fast path (one per round in flight at once); more go back to the pool.
 
 
 Verdict = Literal["start", "queued", "refused"]
+
+
+def round_decided(op: FanOut, replies: Sequence[object], pending: set[int]) -> bool:
+    """Whether a fan-out round may end before its deadline: ``op.decided`` says so from the
+    replies of the masters that were asked and are no longer ``pending`` (indexes)."""
+    if op.decided is None:
+        return False
+    return op.decided(
+        [replies[i] for i, sub in enumerate(op.ops) if sub is not None and i not in pending]
+    )
 
 
 @dataclass(slots=True, eq=False)

@@ -8,6 +8,7 @@ Redlock master can run a script with EVALSHA and fall back to EVAL on NOSCRIPT.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
@@ -24,11 +25,20 @@ class Script:
     sha: str
 
 
+_INCLUDE = re.compile(r"^-- include: (_\w+\.lua)\n", re.M)
+"""A line that :func:`_load` replaces with that file's text (``_*.lua`` files are shared
+parts, not scripts)."""
+
+
 def _load() -> MappingProxyType[str, Script]:
+    folder = resources.files("redislock").joinpath("scripts")
     found: dict[str, Script] = {}
-    for entry in resources.files("redislock").joinpath("scripts").iterdir():
-        if entry.name.endswith(".lua"):
-            source = entry.read_text(encoding="utf-8")
+    for entry in folder.iterdir():
+        if entry.name.endswith(".lua") and not entry.name.startswith("_"):
+            source = _INCLUDE.sub(
+                lambda m: folder.joinpath(m[1]).read_text(encoding="utf-8"),
+                entry.read_text(encoding="utf-8"),
+            )
             sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
             found[entry.name[: -len(".lua")]] = Script(entry.name[: -len(".lua")], source, sha)
     return MappingProxyType(dict(sorted(found.items())))

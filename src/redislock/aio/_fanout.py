@@ -14,7 +14,15 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import IDLE_CAP, Lane, MasterMemory, Packer, Queued, memory_of
+from redislock._core.quorum import (
+    IDLE_CAP,
+    Lane,
+    MasterMemory,
+    Packer,
+    Queued,
+    memory_of,
+    round_decided,
+)
 from redislock.aio._driver import execute
 
 __all__ = ["AsyncMasters"]
@@ -275,15 +283,7 @@ class AsyncMasters:
     ) -> None:
         """Wait for the lanes' answers until the deadline or until ``op.decided``."""
         waiting = set(jobs)
-        asked = [i for i, sub in enumerate(op.ops) if sub is not None]
-
-        def decided() -> bool:
-            if op.decided is None:
-                return False
-            pending = {jobs[job][0] for job in waiting}
-            return op.decided([replies[i] for i in asked if i not in pending])
-
-        while waiting and not decided():
+        while waiting and not round_decided(op, replies, {jobs[job][0] for job in waiting}):
             left = deadline - time.monotonic()
             if left <= 0:
                 break

@@ -7,17 +7,7 @@
 --         {0, last}     rejected: last is the greater or equal token already accepted
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command (nothing written)
 
--- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
--- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
--- after undoing what this call wrote before it; any other error reply is returned as is.
-local function bad(r) return type(r) == 'table' and r.err ~= nil end
-local function failed(cmd, r)
-  local e = r.err
-  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
-    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
-  end
-  return r
-end
+-- include: _acl.lua
 
 local last = redis.pcall('HGET', KEYS[1], '_fence')
 if bad(last) then return failed('HGET', last) end

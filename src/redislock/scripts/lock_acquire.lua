@@ -15,17 +15,7 @@
 -- to ttl_ms again, so the lease runs from the retry, never from before the client sent it.
 -- The first command is always the SET NX, and a GET of the lock key follows it iff it failed.
 
--- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
--- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
--- after undoing what this call wrote before it; any other error reply is returned as is.
-local function bad(r) return type(r) == 'table' and r.err ~= nil end
-local function failed(cmd, r)
-  local e = r.err
-  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
-    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
-  end
-  return r
-end
+-- include: _acl.lua
 
 local r = redis.pcall('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2])
 if bad(r) then return failed('SET', r) end

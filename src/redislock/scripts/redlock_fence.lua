@@ -10,17 +10,7 @@
 -- value among the masters that granted it; any later grant takes a majority, which meets
 -- this majority in one master whose counter is already >= the token, and INCRs past it.
 
--- ACL (docs/acl.md): every command runs through pcall; a refused one makes the script answer
--- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
--- after undoing what this call wrote before it; any other error reply is returned as is.
-local function bad(r) return type(r) == 'table' and r.err ~= nil end
-local function failed(cmd, r)
-  local e = r.err
-  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
-    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
-  end
-  return r
-end
+-- include: _acl.lua
 
 local done = 0
 for i = 1, #KEYS do

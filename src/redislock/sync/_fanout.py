@@ -16,7 +16,14 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import IDLE_CAP, MasterMemory, Packer, Queued, memory_of
+from redislock._core.quorum import (
+    IDLE_CAP,
+    MasterMemory,
+    Packer,
+    Queued,
+    memory_of,
+    round_decided,
+)
 from redislock.sync._driver import execute
 from redislock.sync.renewer import Workers
 
@@ -258,15 +265,7 @@ class Masters:
     ) -> None:
         """Wait for the lanes' answers until the deadline or until ``op.decided``."""
         waiting = set(jobs)
-        asked = [i for i, sub in enumerate(op.ops) if sub is not None]
-
-        def decided() -> bool:
-            if op.decided is None:
-                return False
-            pending = {jobs[job][0] for job in waiting}
-            return op.decided([replies[i] for i in asked if i not in pending])
-
-        while waiting and not decided():
+        while waiting and not round_decided(op, replies, {jobs[job][0] for job in waiting}):
             left = deadline - time.monotonic()
             if left <= 0:
                 break

@@ -157,6 +157,12 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             # KEYS entries picked by the name's index, or locals filled only from them.
             assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
             continue
+        if name == "hold":
+            # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[14]'s letters.
+            assert re.fullmatch(r"K\.[hfwkrspd]", first.strip()), f"{command} {first}"
+            assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
+            assert not re.search(r"K\[[^s]|K\.\w+ =", code)  # nothing else is put in K
+            continue
         if name == "redlock_fence":
             # Any number of fence keys, each read and written as KEYS[i] in one loop.
             assert first.strip() == "KEYS[i]"
@@ -173,6 +179,8 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
                 assert re.fullmatch(r"KEYS\[[\w *+\-()\[\]]*\]|locks\[i\]|\{\}.*", value), value
     elif name == "redlock_fence":
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
+    elif name == "hold":
+        assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # only to fill K
     else:
         assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
     assert "#KEYS" not in code or name == "redlock_fence"

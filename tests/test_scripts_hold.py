@@ -656,6 +656,32 @@ CASES = [
         after=[(("HEXISTS", H.lock, TOKEN), 0)],
     ),
     Case(
+        "hold-status-declares-the-hash-only",  # ARGV[14] "h": a one-key script (slot migration)
+        "hold",
+        (H.lock,),
+        (*hold_args("status"), "", 0, "h"),
+        ["ok", Between(5000 - SLACK, 5000), 9, 2, "r"],
+        setup=[hold(mode="r", count=2, fence=9), ttl(H.lock, 5000)],
+    ),
+    Case(
+        "hold-extend-declares-the-hash-only",
+        "hold",
+        (H.lock,),
+        (*hold_args("extend", ms=3000, extend_mode="add"), OP_A, DONE, "h"),
+        ["ok", Between(8000 - SLACK, 8000)],
+        setup=[hold(fence=3), ttl(H.lock, 5000)],
+        after=[(("PTTL", H.lock), Between(8000 - SLACK, 8000))],
+    ),
+    Case(
+        "hold-undeclared-keys-count-as-absent",  # a Semaphore's release names no reader keys
+        "hold",
+        (H.lock, H.wait, H.wake, H.permits, H.released),
+        (*hold_args("release", mode="p", permits=3), OP_A, DONE, "hwkpd"),
+        ["ok", 0],
+        setup=[hold(mode="p"), ttl(H.lock, 5000), marker(H.rwait)],
+        after=[*absent(H.lock, H.rwake, H.wake)],
+    ),
+    Case(
         "hold-count-read-write",
         "hold",
         HOLD,
@@ -853,11 +879,31 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     )
     expected = acq(TOKEN, "p", 10000, marker_ms=1500, reenter=True, companion=FOURTH, permits=3)
     assert op.script is SCRIPTS["hold"]
-    assert op.keys == HOLD
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS)
+    assert op.keys == (H.lock,)  # a re-entry touches the hash only
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "h")
     op = hold_core._op("extend", TOKEN, ms=3000, extend_mode="add")
     expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS)
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "h")
+    # Each call declares only the keys it may touch (ARGV[14] names them), all of HOLD's.
+    roles = dict(zip("hfwkrspd", HOLD, strict=True))
+    for mode in ("w", "r", "p"):
+        core = HoldCore.for_mode(base, mode, 3 if mode == "p" else 0)
+        for op in (
+            core._op("acquire", TOKEN, ms=1000, meta=META, marker_ms=1500),
+            core._release_op(TOKEN),
+            core._op("leave", TOKEN),
+            core._op("count", ""),
+            core._op("force", ""),
+            core._op("status", TOKEN),
+        ):
+            assert op.keys == tuple(roles[r] for r in str(op.args[13]))
+    sem = HoldCore.for_mode(base, "p", 3)
+    assert sem._op("acquire", TOKEN, ms=1).args[13] == "hfwkp"
+    assert sem._release_op(TOKEN).args[13] == "hwkpd"
+    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[13] == "hfwrs"
+    exclusive = HoldCore.for_mode(base, "w")
+    assert exclusive._op("acquire", TOKEN, ms=1).args[13] == "hf"  # a single try
+    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[13] == "hfw"
     # The calls a retry must not apply twice carry an op id (ARGV[12]).
     for op in (
         hold_core._extend_op(TOKEN, 3000, "add"),

@@ -67,6 +67,31 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
     return value
 
 
+def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
+    """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[14] role
+    letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
+    reader wake, ``p`` permits, ``d`` released).
+
+    A call declares no other key, so in a Cluster slot whose migration is under way a status
+    or an extend (a one-key script) follows ASK to wherever the hash is, instead of failing
+    with TRYAGAIN because optional keys such as the waiters set do not exist (Redis refuses
+    a multi-key command unless all of its keys are on the node: CLUSTER SETSLOT docs).
+    """
+    if op in ("status", "extend") or (op == "acquire" and reenter):
+        return "h"
+    if op == "acquire" and mode == "w" and not marker_ms:
+        return "hf"  # a single try of an exclusive hold: it neither waits nor wakes anyone
+    if op == "acquire":
+        return {"w": "hfw", "r": "hfwrs", "p": "hfwkp"}[mode]
+    if op == "release":  # wakes whoever may now enter
+        return "hwkpd" if mode == "p" else "hwkrsd"
+    if op == "leave":
+        return "hw"
+    if op == "count":
+        return "hp" if mode == "p" else "h"
+    return "hwkrs"  # force: wakes every kind of waiter
+
+
 @dataclass(slots=True)
 class HoldCore(LockCore):
     """Configuration and local state of one owner's hold in a hold hash."""
@@ -107,9 +132,10 @@ class HoldCore(LockCore):
         extend_mode: str = "",
         op_id: str = "",
     ) -> Eval:
+        roles = hold_roles(op, self.mode, reenter=reenter, marker_ms=marker_ms)
         return Eval(
             _HOLD,
-            tuple(self.hkeys),
+            self.hkeys.declared(roles),
             (
                 op,
                 token,
@@ -124,6 +150,7 @@ class HoldCore(LockCore):
                 extend_mode,
                 op_id,
                 DONE_MS,
+                roles,
             ),
         )
 

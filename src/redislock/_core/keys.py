@@ -62,6 +62,19 @@ class LockKeys(NamedTuple):
         return None
 
 
+_HOLD_ROLES = {
+    "h": "lock",
+    "f": "fence",
+    "w": "wait",
+    "k": "wake",
+    "r": "rwait",
+    "s": "rwake",
+    "p": "permits",
+    "d": "released",
+}
+"""hold.lua's key role letters (its ARGV[14]) and the :class:`HoldKeys` field each names."""
+
+
 class HoldKeys(NamedTuple):
     """The Redis keys of a hash-based lock (RLock, ReadWriteLock, Semaphore); see hold.lua.
 
@@ -96,6 +109,11 @@ class HoldKeys(NamedTuple):
             permits=base + ":permits",
             released=base + ":released",
         )
+
+    def declared(self, roles: str) -> tuple[str, ...]:
+        """The keys named by ``roles``, hold.lua's ARGV[14] letters, in that order (see
+        :func:`redislock._core.hold.hold_roles`)."""
+        return tuple(getattr(self, _HOLD_ROLES[r]) for r in roles)
 
 
 class FairKeys(NamedTuple):

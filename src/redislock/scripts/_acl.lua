@@ -4,10 +4,13 @@
 -- "NOPERM redislock: <COMMAND> ..." (Redis's own refusal inside a script names no command)
 -- after undoing what this call wrote before it; any other error reply is returned as is.
 local function bad(r) return type(r) == 'table' and r.err ~= nil end
+local function refused(cmd)
+  return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+end
 local function failed(cmd, r)
   local e = r.err
   if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
-    return redis.error_reply('NOPERM redislock: ' .. cmd .. ' is refused to this user by an ACL')
+    return refused(cmd)
   end
   return r
 end

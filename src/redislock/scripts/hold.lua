@@ -44,6 +44,14 @@
 --                       whose op id equals the hold's last one is a client's retry after a
 --                       lost reply (redis-py resends on a dropped connection)
 -- ARGV[13] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
+-- ARGV[14] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
+--                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released
+--                       (KEYS[1] to KEYS[8] above); "" or absent: "hfwkrspd", all eight. A call
+--                       declares only the keys it may touch (HoldKeys.roles_for), so during a
+--                       Cluster slot migration a status or extend is a one-key script that
+--                       follows ASK instead of failing with TRYAGAIN on keys that do not exist.
+--                       A key left out is treated as absent (no waiters, no wake-up, no
+--                       permit count: ARGV[9]).
 -- returns
 --   acquire  {"ok", fence, count, lease_ms}  held; count is the hold count after this call
 --            {"busy", hint_ms}              another hold blocks; hint_ms: when the earliest
@@ -58,26 +66,56 @@
 --   leave    1 (the waiter ARGV[2] gave up: it no longer counts as waiting)
 --   count    {writers, readers, permits held, permit count}   live holds of each mode
 --   force    number of holds removed (operator override; wakes every kind of waiter)
+
+-- include: _acl.lua
+
 local op, token = ARGV[1], ARGV[2]
+local K = {}
+local roles = ARGV[14] or ''
+if roles == '' then roles = 'hfwkrspd' end
+for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
+
+-- ACL (docs/acl.md): before anything is read or written, each command this script may run on
+-- each key this call declares is checked (redis.acl_check_cmd, Redis >= 7), so a refused one
+-- makes the call answer "NOPERM redislock: <COMMAND> ..." having changed nothing. Redis 6.2
+-- has no such check: there a refusal names no command and may come after a write.
+if redis.acl_check_cmd then
+  if not redis.acl_check_cmd('TIME') then return refused('TIME') end
+  local uses = {
+    h = {'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
+    f = {'INCR'},
+    w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
+    k = {'DEL', 'RPUSH', 'PEXPIRE'},
+    r = {'SET', 'EXISTS'},
+    s = {'DEL', 'RPUSH', 'PEXPIRE'},
+    p = {'GET'},
+    d = {'ZSCORE', 'ZREMRANGEBYSCORE', 'ZADD', 'PEXPIRE'},
+  }
+  for role, key in pairs(K) do
+    for _, cmd in ipairs(uses[role]) do
+      if not redis.acl_check_cmd(cmd, key) then return refused(cmd) end
+    end
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local op_id = ARGV[12] or ''
 local holds = {}
 local n = {w = 0, r = 0, p = 0}
-local flat = redis.call('HGETALL', KEYS[1])
+local flat = redis.call('HGETALL', K.h)
 for i = 1, #flat, 2 do
   local mode, count, exp, fence, meta =
     string.match(flat[i + 1], '^([wrp])|(%d+)|(%d+)|(%d+)|(.*)$')
   if not mode then
-    return redis.error_reply('redislock - ' .. KEYS[1] .. ' holds a field not written by redislock')
+    return redis.error_reply('redislock - ' .. K.h .. ' holds a field not written by redislock')
   end
   local last = ''
   local bare, o = string.match(meta, '^(.*)|o(%x*)$')
   if bare then meta, last = bare, o end
   exp = tonumber(exp)
   if exp <= now then
-    redis.call('HDEL', KEYS[1], flat[i])
+    redis.call('HDEL', K.h, flat[i])
   else
     holds[flat[i]] = {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta,
       op = last}
@@ -88,7 +126,7 @@ end
 local function store(tok, h)
   local suffix = ''
   if h.op and h.op ~= '' then suffix = '|o' .. h.op end
-  redis.call('HSET', KEYS[1], tok,
+  redis.call('HSET', K.h, tok,
     h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta .. suffix)
 end
 
@@ -104,32 +142,40 @@ local function settle()
     if h.exp > latest then latest = h.exp end
   end
   if latest == 0 then
-    redis.call('DEL', KEYS[1])
+    redis.call('DEL', K.h)
   else
-    redis.call('PEXPIRE', KEYS[1], latest - now)
+    redis.call('PEXPIRE', K.h, latest - now)
   end
 end
 
 local function wake_w()  -- one element wakes one w/p waiter
-  redis.call('DEL', KEYS[4])
-  redis.call('RPUSH', KEYS[4], '1')
-  redis.call('PEXPIRE', KEYS[4], ARGV[10])
+  if not K.k then return end
+  redis.call('DEL', K.k)
+  redis.call('RPUSH', K.k, '1')
+  redis.call('PEXPIRE', K.k, ARGV[10])
 end
 
 local function wake_r()  -- one element wakes one reader (who passes it on)
-  redis.call('DEL', KEYS[6])
-  redis.call('RPUSH', KEYS[6], '1')
-  redis.call('PEXPIRE', KEYS[6], ARGV[10])
+  if not K.s then return end
+  redis.call('DEL', K.s)
+  redis.call('RPUSH', K.s, '1')
+  redis.call('PEXPIRE', K.s, ARGV[10])
 end
 
 local function permits()
-  return tonumber(redis.call('GET', KEYS[7]) or ARGV[9])
+  return tonumber(K.p and redis.call('GET', K.p) or ARGV[9])
 end
 
 -- whether a live w/p waiter (for ReadWriteLock: a writer) is registered
 local function writers_wait()
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  return redis.call('ZCARD', KEYS[3]) > 0
+  if not K.w then return false end
+  redis.call('ZREMRANGEBYSCORE', K.w, '-inf', now)
+  return redis.call('ZCARD', K.w) > 0
+end
+
+-- whether a reader is waiting
+local function readers_wait()
+  return K.r ~= nil and redis.call('EXISTS', K.r) == 1
 end
 
 -- after a hold ended: wake whoever may now succeed (writers first: writer preference)
@@ -137,7 +183,7 @@ local function wake_waiters()
   local writer_waits = writers_wait()
   if writer_waits and n.w == 0 and n.r == 0 and (n.p == 0 or n.p < permits()) then
     wake_w()
-  elseif n.w == 0 and not writer_waits and redis.call('EXISTS', KEYS[5]) == 1 then
+  elseif n.w == 0 and not writer_waits and readers_wait() then
     wake_r()
   end
 end
@@ -170,11 +216,11 @@ if op == 'acquire' then
   end
   if blocked then
     if ARGV[6] ~= '0' and mode == 'r' then
-      redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
+      redis.call('SET', K.r, '1', 'PX', ARGV[6])
     elseif ARGV[6] ~= '0' then
-      redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), token)
-      if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[6]) then  -- never cut another's entry
-        redis.call('PEXPIRE', KEYS[3], ARGV[6])
+      redis.call('ZADD', K.w, now + tonumber(ARGV[6]), token)
+      if redis.call('PTTL', K.w) < tonumber(ARGV[6]) then  -- never cut another's entry
+        redis.call('PEXPIRE', K.w, ARGV[6])
       end
     end
     local hint = -1
@@ -182,20 +228,20 @@ if op == 'acquire' then
       if hint < 0 or h.exp - now < hint then hint = h.exp - now end
     end
     if hint < 0 then  -- blocked only by waiting writers: until the last entry ends
-      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+      local last = K.w and redis.call('ZRANGE', K.w, -1, -1, 'WITHSCORES') or {}
       if #last > 0 then hint = tonumber(last[2]) - now end
     end
     return {'busy', hint}
   end
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = redis.call('INCR', K.f)
   local h = {mode = mode, count = 1, exp = now + tonumber(ARGV[4]), fence = fence, meta = ARGV[5]}
   holds[token] = h
   n[mode] = n[mode] + 1
   store(token, h)
   settle()
-  if mode ~= 'r' then redis.call('ZREM', KEYS[3], token) end
+  if mode ~= 'r' and K.w then redis.call('ZREM', K.w, token) end
   -- pass the wake-up on: more readers, or more permits, may enter now
-  if mode == 'r' and redis.call('EXISTS', KEYS[5]) == 1 and not writers_wait() then
+  if mode == 'r' and readers_wait() and not writers_wait() then
     wake_r()
   elseif mode == 'p' and n.p < permits() and writers_wait() then
     wake_w()
@@ -207,8 +253,8 @@ if op == 'release' then
   local mine = holds[token]
   if not mine then
     settle()
-    if KEYS[8] then
-      local until_ms = redis.call('ZSCORE', KEYS[8], token)
+    if K.d then
+      local until_ms = redis.call('ZSCORE', K.d, token)
       if until_ms and tonumber(until_ms) > now then
         return {'ok', 0}  -- released already: this is the same release sent again
       end
@@ -225,12 +271,12 @@ if op == 'release' then
     return {'ok', mine.count}
   end
   local done_ms = tonumber(ARGV[13] or '0')
-  if KEYS[8] and done_ms > 0 then  -- remembered, so a repeat of this release answers "ok"
-    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
-    redis.call('ZADD', KEYS[8], now + done_ms, token)
-    redis.call('PEXPIRE', KEYS[8], done_ms)
+  if K.d and done_ms > 0 then  -- remembered, so a repeat of this release answers "ok"
+    redis.call('ZREMRANGEBYSCORE', K.d, '-inf', now)
+    redis.call('ZADD', K.d, now + done_ms, token)
+    redis.call('PEXPIRE', K.d, done_ms)
   end
-  redis.call('HDEL', KEYS[1], token)
+  redis.call('HDEL', K.h, token)
   holds[token] = nil
   n[mine.mode] = n[mine.mode] - 1
   settle()
@@ -270,7 +316,7 @@ if op == 'status' then
 end
 
 if op == 'leave' then
-  redis.call('ZREM', KEYS[3], token)
+  if K.w then redis.call('ZREM', K.w, token) end
   return 1
 end
 
@@ -281,10 +327,10 @@ end
 if op == 'force' then
   local removed = 0
   for _ in pairs(holds) do removed = removed + 1 end
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', K.h)
   n = {w = 0, r = 0, p = 0}
   if writers_wait() then wake_w() end
-  if redis.call('EXISTS', KEYS[5]) == 1 then wake_r() end
+  if readers_wait() then wake_r() end
   return removed
 end
 

@@ -193,6 +193,7 @@ LOCKISH = [k for k in KINDS if k.id in ("Lock", "MultiLock")]
 HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
+FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
 NEVER_RUN = {("RLock", "GET"), ("Semaphore", "SET")}
 """hold.lua commands a kind never runs: a permit count (GET) for RLock, a reader's marker
 (SET) for Semaphore."""
@@ -252,7 +253,7 @@ async def check_not_misled(kind: Kind, subjects: list[Subject], admin: redis.Red
     ("kind", "drop"),
     [
         pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}")
-        for k in LOCKISH + HASHED
+        for k in LOCKISH + HASHED + FAIR
         for _, c in refusable(k)
     ],
 )

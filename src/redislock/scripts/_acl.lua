@@ -14,3 +14,17 @@ local function failed(cmd, r)
   end
   return r
 end
+-- Before a script that cannot undo its writes runs a command: with Redis >= 7
+-- (redis.acl_check_cmd), TIME when with_time is true, and each command of each pair
+-- {key, {COMMAND, ...}} of uses on that key; returns the first refused command, or nil
+-- (also on Redis 6.2, which cannot check: there a refusal comes when the command runs).
+local function preflight(uses, with_time)
+  if not redis.acl_check_cmd then return nil end
+  if with_time and not redis.acl_check_cmd('TIME') then return 'TIME' end
+  for _, use in ipairs(uses) do
+    for _, cmd in ipairs(use[2]) do
+      if not redis.acl_check_cmd(cmd, use[1]) then return cmd end
+    end
+  end
+  return nil
+end

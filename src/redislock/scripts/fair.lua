@@ -34,13 +34,33 @@
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
+-- include: _acl.lua
+
 local op, token = ARGV[1], ARGV[2]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function grant_key(tok)
   return ARGV[7] .. string.sub(redis.sha1hex(tok), 1, 20)
 end
+
+-- ACL (docs/acl.md): each command this script may run on each key it declares (and on a
+-- grant list) is checked before anything is read or written, so a refused one makes the
+-- call answer "NOPERM redislock: <COMMAND> ..." having changed nothing (Redis >= 7).
+do
+  local uses = {
+    {KEYS[1], {'GET', 'SET', 'DEL', 'PTTL'}},
+    {KEYS[2], {'INCR'}},
+    {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
+    {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
+    {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
+    {grant_key(token), {'DEL', 'RPUSH', 'PEXPIRE'}},
+  }
+  if KEYS[6] then uses[7] = {KEYS[6], {'GET', 'SET'}} end
+  local no = preflight(uses, true)
+  if no then return refused(no) end
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function forget(tok)
   redis.call('LREM', KEYS[3], 1, tok)

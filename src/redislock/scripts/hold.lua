@@ -79,8 +79,7 @@ for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 -- each key this call declares is checked (redis.acl_check_cmd, Redis >= 7), so a refused one
 -- makes the call answer "NOPERM redislock: <COMMAND> ..." having changed nothing. Redis 6.2
 -- has no such check: there a refusal names no command and may come after a write.
-if redis.acl_check_cmd then
-  if not redis.acl_check_cmd('TIME') then return refused('TIME') end
+do
   local uses = {
     h = {'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
     f = {'INCR'},
@@ -91,12 +90,15 @@ if redis.acl_check_cmd then
     p = {'GET'},
     d = {'ZSCORE', 'ZREMRANGEBYSCORE', 'ZADD', 'PEXPIRE'},
   }
-  for role, key in pairs(K) do
-    for _, cmd in ipairs(uses[role]) do
-      if not redis.acl_check_cmd(cmd, key) then return refused(cmd) end
-    end
+  local declared = {}
+  for i = 1, #roles do
+    local role = string.sub(roles, i, i)
+    declared[i] = {K[role], uses[role]}
   end
+  local no = preflight(declared, true)
+  if no then return refused(no) end
 end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

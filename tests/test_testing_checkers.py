@@ -367,6 +367,13 @@ def test_dead_holders_lease_alive_too_long() -> None:
     )
     assert (line.value, line.ok) == (1, False)
     assert "pid 1001 fence 4" in line.detail
+    # A FairLock waiter killed while queued may be handed the lock up to one waiter lease
+    # after its death: the grant then lasts one lease.
+    assert leases_alive_after_death(holds, [kill], lease=1.0, handoff=0.5) == []
+    late = leases_alive_after_death(holds, [kill], lease=1.0, handoff=0.4)
+    assert [(h["fence"], round(h["excess"], 3)) for h in late] == [(4, 0.05)]
+    fair = check_run([], [], [kill], {"holds": holds}, fenced=True, handoff=0.5, **RUN_KW)
+    assert fair.line("leases_alive_after_death").value == 0
 
 
 def loss_case(lost_at: float | None, *, pid: int = 1001) -> tuple[list[dict[str, Any]], list[Any]]:

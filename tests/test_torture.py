@@ -39,6 +39,12 @@ def _explain(result: TortureResult) -> str:
     return f"{result.report.table()}\nrecords: {result.directory}"
 
 
+def _acquired(path: Path) -> int:
+    """Acquisitions (acquire oks) in one worker's history."""
+    events = (json.loads(line) for line in path.read_text().splitlines() if line)
+    return sum(1 for e in events if e.get("op") == "acquire" and e.get("ph") == "ok")
+
+
 # ----------------------------------------------------------------------------- schedule
 
 
@@ -108,6 +114,12 @@ def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
     kinds = {json.loads(x)["kind"] for x in nemesis}
     assert kinds & set(CLIENT_FAULTS)
     assert kinds & set(SERVER_FAULTS)
+    # flavour "both": sync workers (even ids) and asyncio workers (odd ids) both held locks.
+    held = [0, 0]
+    for path in result.directory.glob("history-*.jsonl"):
+        held[int(path.stem.split("-")[1]) % 2] += _acquired(path)
+    assert held[0] > 0, held
+    assert held[1] > 0, held
 
 
 # ----------------------------------------------------------------------------- controls

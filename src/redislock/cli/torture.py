@@ -19,7 +19,7 @@ __all__ = ["add_parser", "torture_command"]
 
 def add_parser(sub: Any) -> None:
     """Add the ``torture`` sub-command to the CLI's sub-parsers."""
-    from redislock.testing.faults import ALL_FAULTS, CONTROLS, SCENARIOS
+    from redislock.testing.faults import ALL_FAULTS, CONTROLS, FLAVOURS, SCENARIOS
 
     t = sub.add_parser(
         "torture",
@@ -34,6 +34,12 @@ def add_parser(sub: Any) -> None:
         "--scenario",
         default="lock",
         help=f"{', '.join(SCENARIOS)}, or all (default %(default)s)",
+    )
+    t.add_argument(
+        "--flavour",
+        choices=FLAVOURS,
+        default="both",
+        help="sync or asyncio workers, or both: odd worker ids asyncio (default %(default)s)",
     )
     t.add_argument(
         "--control",
@@ -51,7 +57,12 @@ def add_parser(sub: Any) -> None:
         help=f"comma-separated fault kinds, all, or none; kinds: {', '.join(ALL_FAULTS)}",
     )
     t.add_argument("--lease", type=float, default=1.0, help="watchdog lease, seconds")
-    t.add_argument("--socket-timeout", type=float, default=0.25, help="seconds (default 0.25)")
+    t.add_argument(
+        "--socket-timeout",
+        type=float,
+        default=None,
+        help="the workers' redis-py socket timeout, seconds (default: redis-py's, 5)",
+    )
     t.add_argument(
         "--long-share",
         type=float,
@@ -102,6 +113,7 @@ def torture_command(args: argparse.Namespace, url: str | None) -> int:
     """
     from redislock.testing.torture import (
         CONTROLS,
+        QUORUM_SCENARIOS,
         SCENARIOS,
         TortureConfig,
         TortureResult,
@@ -111,6 +123,7 @@ def torture_command(args: argparse.Namespace, url: str | None) -> int:
 
     runs: list[TortureConfig] = []
     base = TortureConfig(
+        flavour=args.flavour,
         processes=args.processes,
         names=args.names,
         duration=args.duration,
@@ -133,7 +146,7 @@ def torture_command(args: argparse.Namespace, url: str | None) -> int:
         if args.control is None or args.scenario != "lock":
             scenarios: tuple[str, ...] = SCENARIOS if args.scenario == "all" else (args.scenario,)
             if url is not None and args.scenario == "all":
-                scenarios = tuple(s for s in scenarios if s != "redlock")
+                scenarios = tuple(s for s in scenarios if s not in QUORUM_SCENARIOS)
             runs += [replace(base, scenario=s) for s in scenarios]
         if args.control is not None:
             controls = CONTROLS if args.control == "all" else (args.control,)

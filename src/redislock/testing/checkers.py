@@ -371,17 +371,23 @@ _STALLS = frozenset({"server_pause", "server_debug_sleep", "server_client_pause"
 
 
 def leases_alive_after_death(
-    audit_holds: Iterable[Any], nemesis: Iterable[Record], lease: float, eps: float = 0.25
+    audit_holds: Iterable[Any],
+    nemesis: Iterable[Record],
+    lease: float,
+    eps: float = 0.25,
+    handoff: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """Holds of a killed worker seen on a server after ``t_death + lease + eps``.
+    """Holds of a killed worker seen on a server after ``t_death + handoff + lease + eps``.
 
     For every nemesis ``client_kill`` with a pid, ``t_death`` (the kill time or, if later, the
     last time the worker's proxy delivered bytes upstream; ``t0`` if absent) is the moment
     after which the dead holder cannot touch a server, so every key it held must be gone
     within ``lease`` seconds (``eps`` covers Redis' active-expiry cycle and the audit's poll).
     Returns ``[{**hold interval, "t_death", "deadline", "excess"}]`` for each hold interval of
-    that pid whose ``last`` (last seen present) is after ``deadline = t_death + lease + eps``;
-    ``excess = last - deadline`` (seconds).
+    that pid whose ``last`` (last seen present) is after ``deadline = t_death + handoff +
+    lease + eps``; ``excess = last - deadline`` (seconds). ``handoff``: how long after its
+    death a killed waiter may still be handed the lock by another's release (FairLock: its
+    waiter lease, after which the queue skips it; 0 for kinds without hand-off).
 
     A request the dead worker handed to a server that was stalled at ``t_death``
     (``server_pause``, ``server_debug_sleep``, ``server_client_pause``) runs when the stall
@@ -409,7 +415,7 @@ def leases_alive_after_death(
         t_death_pid = deaths.get(pid) if isinstance(pid, int) else None
         if t_death_pid is None:
             continue
-        deadline = t_death_pid + lease + eps
+        deadline = t_death_pid + handoff + lease + eps
         if float(hold["last"]) > deadline:
             found.append(
                 {
@@ -712,6 +718,7 @@ def check_run(
     eps: float = 0.25,
     servers: int | None = None,
     until: float | None = None,
+    handoff: float = 0.0,
 ) -> Report:
     """Run every checker over one run's records and build the :class:`Report`.
 
@@ -724,7 +731,7 @@ def check_run(
     slack and ``eps`` the expiry slack, all in seconds; ``permits`` the semaphore's limit
     (None: not a semaphore); ``persistent``: the servers keep their fence counters across
     restarts (token regressions are then a failure); ``servers`` / ``until``: see
-    :func:`loss_notifications`.
+    :func:`loss_notifications`; ``handoff``: see :func:`leases_alive_after_death`.
 
     Lines, in order: ``stale_writes_accepted``, ``stale_writes_rejected``,
     ``token_regressions``, ``overlapping_holders``, ``foreign_touches``, ``keys_without_ttl``,
@@ -820,7 +827,7 @@ def check_run(
         unmatched = 0
         excused_by: Counter[str] = Counter()
     else:
-        alive = leases_alive_after_death(audit_holds, faults, lease, eps)
+        alive = leases_alive_after_death(audit_holds, faults, lease, eps, handoff)
         lines.append(
             _zero_line(
                 "leases_alive_after_death",

@@ -55,6 +55,8 @@ __all__ = [
     "ALL_FAULTS",
     "CLIENT_FAULTS",
     "CONTROLS",
+    "FLAVOURS",
+    "QUORUM_SCENARIOS",
     "SCENARIOS",
     "SERVER_FAULTS",
     "FaultEvent",
@@ -64,7 +66,20 @@ __all__ = [
 ]
 
 #: What a torture run locks (see :mod:`redislock.testing.torture`).
-SCENARIOS = ("lock", "rlock", "rwlock", "semaphore", "redlock")
+SCENARIOS = (
+    "lock",
+    "rlock",
+    "rwlock",
+    "semaphore",
+    "fairlock",
+    "multilock",
+    "redlock",
+    "multiredlock",
+)
+#: Scenarios over several masters (Redlock's quorum).
+QUORUM_SCENARIOS = ("redlock", "multiredlock")
+#: Worker flavours: every worker sync, every worker asyncio, or both (odd ids asyncio).
+FLAVOURS = ("both", "sync", "asyncio")
 #: The negative controls: runs that must report violations.
 CONTROLS = ("broken-release", "unfenced-pause", "redlock-restart")
 

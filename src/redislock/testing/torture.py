@@ -39,12 +39,15 @@ from typing import Any, cast
 
 import redis
 
+from redislock._core.options import DEFAULT_WAITER_LEASE
 from redislock.server import RedisProcess, find_redis_server
 from redislock.testing.audit import Auditor
 from redislock.testing.checkers import Line, Report, check_run
 from redislock.testing.faults import (
     ALL_FAULTS,
     CONTROLS,
+    FLAVOURS,
+    QUORUM_SCENARIOS,
     SCENARIOS,
     SERVER_FAULTS,
     FaultEvent,
@@ -55,7 +58,19 @@ from redislock.testing.history import read_histories, read_jsonl
 from redislock.testing.oracle import Oracle
 from redislock.testing.proxy import FaultProxy, ProxyLoop
 
-__all__ = ["CONTROLS", "SCENARIOS", "TortureConfig", "TortureResult", "replay", "run_torture"]
+__all__ = [
+    "CONTROLS",
+    "QUORUM_SCENARIOS",
+    "SCENARIOS",
+    "TortureConfig",
+    "TortureResult",
+    "replay",
+    "run_torture",
+]
+
+
+REDIS_PY_SOCKET_TIMEOUT = 5.0
+"""redis-py's default ``socket_timeout`` and ``socket_connect_timeout`` (8.x), seconds."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,10 @@ class TortureConfig:
     """What one torture run does. Every duration is in seconds.
 
     Attributes:
-        scenario: ``lock``, ``rlock``, ``rwlock``, ``semaphore`` or ``redlock``.
+        scenario: ``lock``, ``rlock``, ``rwlock``, ``semaphore``, ``fairlock``,
+            ``multilock`` (two names per hold), ``redlock`` or ``multiredlock``.
+        flavour: ``both`` (odd worker ids run asyncio locks, even ids sync ones), ``sync``
+            or ``asyncio``.
         processes: worker processes (each with its own connections and fault proxies).
         names: how many lock names the workers share.
         duration: how long the workers run (the run ends earlier if ``cycles`` is reached).
@@ -72,7 +90,8 @@ class TortureConfig:
         faults: the fault kinds to inject (see :data:`redislock.testing.faults.ALL_FAULTS`);
             empty for a run without faults.
         lease: the watchdog lease of every lock (``ttl=None, watchdog_lease=lease``).
-        socket_timeout: the workers' redis-py socket timeout.
+        socket_timeout: the workers' redis-py socket (and connect) timeout; None: redis-py's
+            default (5 seconds in redis-py 8), as users run it.
         acquire_timeout: how long a worker waits for a busy lock.
         work: the critical section's sleep, drawn uniformly from this range.
         long_share: the share of critical sections that last 0.2 to 1.5 leases instead
@@ -94,6 +113,7 @@ class TortureConfig:
     """
 
     scenario: str = "lock"
+    flavour: str = "both"
     processes: int = 4
     names: int = 2
     duration: float = 10.0
@@ -101,7 +121,7 @@ class TortureConfig:
     seed: int = 1
     faults: tuple[str, ...] = ALL_FAULTS
     lease: float = 1.0
-    socket_timeout: float = 0.25
+    socket_timeout: float | None = None
     acquire_timeout: float = 2.0
     work: tuple[float, float] = (0.0, 0.005)
     long_share: float = 0.1
@@ -126,6 +146,8 @@ class TortureConfig:
         """
         if self.scenario not in SCENARIOS:
             raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}")
+        if self.flavour not in FLAVOURS:
+            raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}")
         if self.control is not None and self.control not in CONTROLS:
             raise ValueError(f"control must be one of {', '.join(CONTROLS)}")
         if self.persistence not in ("always", "none"):
@@ -135,10 +157,12 @@ class TortureConfig:
             raise ValueError(f"unknown fault kinds {unknown}; known: {', '.join(ALL_FAULTS)}")
         if self.processes < 1 or self.names < 1 or self.permits < 1:
             raise ValueError("processes, names and permits must be >= 1")
-        if self.duration <= 0 or self.lease <= 0 or self.socket_timeout <= 0:
+        if self.duration <= 0 or self.lease <= 0 or self.timeout <= 0:
             raise ValueError("duration, lease and socket_timeout must be > 0 seconds")
-        if self.scenario == "redlock" and self.masters < 3:
-            raise ValueError("redlock needs masters >= 3")
+        if self.scenario in QUORUM_SCENARIOS and self.masters < 3:
+            raise ValueError(f"{self.scenario} needs masters >= 3")
+        if self.scenario in ("multilock", "multiredlock") and self.names < 2:
+            raise ValueError(f"{self.scenario} locks two names at a time: names must be >= 2")
         cfg = self
         if cfg.control == "redlock-restart":
             cfg = replace(
@@ -158,14 +182,26 @@ class TortureConfig:
             )
         if cfg.url is not None:
             cfg = replace(cfg, faults=tuple(k for k in cfg.faults if k not in SERVER_FAULTS))
-            if cfg.scenario == "redlock":
-                raise ValueError("url= tests one server; the redlock scenario needs masters")
+            if cfg.scenario in QUORUM_SCENARIOS:
+                raise ValueError(
+                    f"url= tests one server; the {cfg.scenario} scenario needs masters"
+                )
         return cfg
 
     @property
     def servers(self) -> int:
         """How many servers the run uses."""
-        return self.masters if self.scenario == "redlock" else 1
+        return self.masters if self.scenario in QUORUM_SCENARIOS else 1
+
+    @property
+    def timeout(self) -> float:
+        """The workers' socket timeout in seconds (redis-py's default when None)."""
+        return REDIS_PY_SOCKET_TIMEOUT if self.socket_timeout is None else self.socket_timeout
+
+    @property
+    def names_per_hold(self) -> int:
+        """How many names one acquisition takes (each is logged as a hold of its own)."""
+        return 2 if self.scenario in ("multilock", "multiredlock") else 1
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``TortureConfig(**d)`` rebuilds it, tuples as lists)."""
@@ -491,7 +527,8 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         offsets: dict[Path, int] = {}
         while time.monotonic() - t_start < cfg.duration:
             time.sleep(0.25)
-            if cfg.cycles is not None and run.cycles(offsets, count) >= cfg.cycles:
+            done = run.cycles(offsets, count) // cfg.names_per_hold
+            if cfg.cycles is not None and done >= cfg.cycles:
                 break
         nemesis.stop()
         run.stop_workers(grace=cfg.acquire_timeout + 3 * cfg.lease + 5)
@@ -517,14 +554,18 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         audit.to_dict(),
         fenced=cfg.control != "unfenced-pause",
         lease=cfg.lease,
-        bound=cfg.lease / 3 + cfg.socket_timeout,
+        bound=cfg.lease / 3 + cfg.timeout,
         permits=cfg.permits if cfg.scenario == "semaphore" else None,
         persistent=cfg.persistence == "always" or cfg.url is not None,
+        # a killed FairLock waiter is skipped one waiter lease after it stopped renewing;
+        # until then a release may hand it the lock (fair.lua)
+        handoff=DEFAULT_WAITER_LEASE if cfg.scenario == "fairlock" else 0.0,
     )
     # The harness itself must have worked, or the zeros above mean nothing.
     polls = audit.polls or [0]
     connects = audit.monitor_connects or [0]
-    cycles = sum(1 for e in history if e.get("op") == "acquire" and e.get("ph") == "ok")
+    oks = sum(1 for e in history if e.get("op") == "acquire" and e.get("ph") == "ok")
+    cycles = oks // cfg.names_per_hold
     coverage_ok = (
         min(polls) > 0
         and (not cfg.monitor or min(connects) > 0)

@@ -4,41 +4,45 @@
 Started by the runner as ``python -m redislock.testing.worker CONFIG SLOT W`` so that
 SIGSTOP and SIGKILL hit exactly one client (its watchdog included). Each cycle:
 
-1. pick a lock name (seeded), log ``acquire`` invoke;
+1. pick a lock name (seeded; two distinct names for MultiLock and MultiRedlock), log
+   ``acquire`` invoke;
 2. acquire with a wait limit; log ok (with the fencing token), fail or unknown;
 3. on ok: write ``begin`` to the oracle with the token, do the critical section (a sleep,
    or the user's section), write ``end``;
 4. release; log ok, fail (``LockLostError``: also a loss notification) or unknown.
 
 RLock cycles re-enter once half of the time; ReadWriteLock cycles read 70 % of the time;
-Semaphore cycles take one permit. Loss notifications (``on_lost``) are logged as ``lost``
-events with the hold id. The worker stops at the end of the cycle in which the stop file
-appears. Negative controls (see :mod:`redislock.testing.torture`): ``broken-release``
-releases with a plain ``DEL`` (no owner check).
+Semaphore cycles take one permit. A MultiLock or MultiRedlock hold is logged as one hold per
+name (its own hold id, the name's fencing token), so every check reads it as it reads single
+locks. Loss notifications (``on_lost``) are logged as ``lost`` events with the hold id. The
+worker stops at the end of the cycle in which the stop file appears. Negative controls (see
+:mod:`redislock.testing.torture`): ``broken-release`` releases with a plain ``DEL`` (no
+owner check).
+
+Flavour: a worker is sync or asyncio (the config's ``flavour``: ``sync``, ``asyncio``, or
+``both``, which makes odd worker ids asyncio). Both run the same cycle, a coroutine on one
+event loop: a sync lock's calls return values, an asyncio lock's return awaitables, and
+:meth:`Worker.do` takes either; so a cycle is one task, which is what an ``AsyncRLock``'s
+re-entry needs, and a sync lock's watchdog runs in its own thread as usual.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import json
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import redis
+import redis.asyncio
 
-from redislock import (
-    AcquireTimeoutError,
-    LockLostError,
-    ReadWriteLock,
-    Redlock,
-    RLock,
-    Semaphore,
-)
-from redislock import Lock as _Lock
+import redislock
+from redislock import AcquireTimeoutError, LockLostError
 from redislock._core.keys import LockKeys
 from redislock.testing.history import History
 from redislock.testing.oracle import OracleClient
@@ -47,9 +51,32 @@ __all__ = ["main"]
 
 _UNKNOWN = (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError)
 
+_CLASSES = {
+    "lock": "Lock",
+    "rlock": "RLock",
+    "rwlock": "ReadWriteLock",
+    "semaphore": "Semaphore",
+    "redlock": "Redlock",
+    "fairlock": "FairLock",
+    "multilock": "MultiLock",
+    "multiredlock": "MultiRedlock",
+}
+"""Scenario -> the lock class (``Async`` + it for an asyncio worker)."""
+_QUORUM = ("redlock", "multiredlock")  # over every master's client
+_MULTI = ("multilock", "multiredlock")  # two names per hold
+
 
 def _err(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def is_asyncio(flavour: str, w: int) -> bool:
+    """Whether worker ``w`` is an asyncio worker under the config's ``flavour``."""
+    return flavour == "asyncio" or (flavour == "both" and w % 2 == 1)
+
+
+Part = tuple[str, str]
+"""One name of a hold: (hold id, lock name)."""
 
 
 class Worker:
@@ -68,36 +95,40 @@ class Worker:
         self.scenario: str = cfg["scenario"]
         self.control: str | None = cfg.get("control")
         self.work = tuple(cfg["work"])
-        timeout = float(cfg["socket_timeout"])
+        self.asyncio = is_asyncio(str(cfg.get("flavour", "sync")), w)
+        # redis-py's default client, as users run it (its retry policy sends a command again
+        # when the reply was lost); a run may set the socket timeouts (None: redis-py's)
+        timeout = cfg.get("socket_timeout")
+        kwargs: dict[str, Any] = {}
+        if timeout is not None:
+            kwargs = {"socket_timeout": float(timeout), "socket_connect_timeout": float(timeout)}
+        client_class: Any = redis.asyncio.Redis if self.asyncio else redis.Redis
         self.clients = [
-            redis.Redis(
-                host=host,
-                port=port,
-                # redis-py's default retry policy, as users run it (a command whose reply
-                # was lost is sent again); only the timeouts are the run's setting
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                single_connection_client=False,
-            )
-            for host, port in cfg["proxies"][str(slot)]
+            client_class(host=host, port=port, **kwargs) for host, port in cfg["proxies"][str(slot)]
         ]
-        self.current: dict[int, tuple[str, str, str]] = {}  # id(lock obj) -> hold, name, mode
-        self.locks: dict[tuple[str, str], Any] = {}
+        self.current: dict[int, tuple[list[Part], str]] = {}  # id(lock obj) -> parts, mode
+        self.locks: dict[tuple[tuple[str, ...], str], Any] = {}
         self.section: Callable[[str, int], object] | None = None
         if cfg.get("section"):
             module, _, attr = str(cfg["section"]).partition(":")
             self.section = getattr(importlib.import_module(module), attr)
+
+    @staticmethod
+    async def do(value: Any) -> Any:
+        """A lock call's result: awaited for an asyncio lock, as is for a sync one."""
+        return await value if inspect.isawaitable(value) else value
 
     # ----------------------------------------------------------------- lock objects
 
     def _on_lost(self, obj: Any) -> None:
         entry = self.current.get(id(obj))
         if entry is not None:
-            hold, name, mode = entry
-            self.hist.lost(hold, name, mode, err="on_lost")
+            parts, mode = entry
+            for hold, name in parts:
+                self.hist.lost(hold, name, mode, err="on_lost")
 
-    def _lock(self, name: str, mode: str) -> Any:
-        key = (name, mode)
+    def _lock(self, names: tuple[str, ...], mode: str) -> Any:
+        key = (names, mode)
         lock = self.locks.get(key)
         if lock is not None:
             return lock
@@ -108,50 +139,64 @@ class Worker:
             "prefix": self.cfg["prefix"],
         }
         s = self.scenario
-        if s == "lock":
-            lock = _Lock(self.clients[0], name, **common)
-        elif s == "rlock":
-            lock = RLock(self.clients[0], name, **common)
-        elif s == "rwlock":
-            rw = ReadWriteLock(self.clients[0], name, **common)
+        if s not in _CLASSES:
+            raise ValueError(f"unknown scenario {s!r}")
+        cls = getattr(redislock, ("Async" if self.asyncio else "") + _CLASSES[s])
+        where: Any = self.clients if s in _QUORUM else self.clients[0]
+        what: Any = list(names) if s in _MULTI else names[0]
+        if s == "rwlock":
+            rw = cls(where, what, **common)
             lock = rw.read() if mode == "s" else rw.write()
         elif s == "semaphore":
-            lock = Semaphore(self.clients[0], name, permits=int(self.cfg["permits"]), **common)
-        elif s == "redlock":
-            lock = Redlock(self.clients, name, **common)
+            lock = cls(where, what, permits=int(self.cfg["permits"]), **common)
         else:
-            raise ValueError(f"unknown scenario {s!r}")
+            lock = cls(where, what, **common)
         self.locks[key] = lock
         return lock
 
     # ----------------------------------------------------------------- one cycle
 
-    def _acquire(self, lock: Any, hold: str, name: str, mode: str) -> Any:
+    def _fences(self, held: Any, parts: list[Part]) -> dict[str, int]:
+        if self.scenario in _MULTI:
+            tokens = held.fencing_tokens or {}
+            return {name: int(tokens.get(name) or 0) for _, name in parts}
+        return {parts[0][1]: int(held.fencing_token or 0)}
+
+    def _log(self, op: str, parts: list[Part], mode: str, phase: str, **kw: Any) -> None:
+        for hold, name in parts:
+            if phase == "invoke":
+                self.hist.invoke(op, hold, name, mode)
+            else:
+                self.hist.complete(op, hold, name, mode, phase, **kw)
+
+    async def _acquire(self, lock: Any, parts: list[Part], mode: str) -> Any:
         """The held object (the lock, or a Permit), or None."""
         limit = float(self.cfg["acquire_timeout"])
-        self.hist.invoke("acquire", hold, name, mode)
+        self._log("acquire", parts, mode, "invoke")
         try:
-            if isinstance(lock, Semaphore):
-                held: Any = lock.acquire(timeout=limit)  # a Permit
+            if self.scenario == "semaphore":
+                held: Any = await self.do(lock.acquire(timeout=limit))  # a Permit
             else:
-                held = lock if lock.acquire(timeout=limit) else None
+                held = lock if await self.do(lock.acquire(timeout=limit)) else None
         except AcquireTimeoutError:
             held = None
         except _UNKNOWN as exc:
-            self.hist.complete("acquire", hold, name, mode, "unknown", err=_err(exc))
+            self._log("acquire", parts, mode, "unknown", err=_err(exc))
             return None
         except Exception as exc:
-            self.hist.complete("acquire", hold, name, mode, "fail", err=_err(exc))
+            self._log("acquire", parts, mode, "fail", err=_err(exc))
             return None
         if held is None:
-            self.hist.complete("acquire", hold, name, mode, "fail", err="busy: wait limit")
+            self._log("acquire", parts, mode, "fail", err="busy: wait limit")
             return None
-        self.current[id(held)] = (hold, name, mode)
-        self.hist.complete("acquire", hold, name, mode, "ok", fence=held.fencing_token)
+        self.current[id(held)] = (parts, mode)
+        fences = self._fences(held, parts)
+        for hold, name in parts:
+            self.hist.complete("acquire", hold, name, mode, "ok", fence=fences[name])
         return held
 
-    def _release(self, held: Any, hold: str, name: str, mode: str, op: str = "release") -> None:
-        self.hist.invoke(op, hold, name, mode)
+    async def _release(self, held: Any, parts: list[Part], mode: str, op: str = "release") -> None:
+        self._log(op, parts, mode, "invoke")
         try:
             if self.control == "broken-release":
                 # Negative control: a release that does not check the owner (the bug of
@@ -159,84 +204,92 @@ class Worker:
                 # detach() raises LockLostError when the watchdog already saw the loss:
                 # the broken release then deletes anyway, which is the bug on show.
                 try:
-                    held.detach()
+                    await self.do(held.detach())
                 finally:
-                    self.clients[0].delete(LockKeys.for_name(name, self.cfg["prefix"]).lock)
+                    for _, name in parts:
+                        key = LockKeys.for_name(name, self.cfg["prefix"]).lock
+                        await self.do(self.clients[0].delete(key))
             else:
-                held.release()
+                await self.do(held.release())
         except LockLostError as exc:
-            self.hist.complete(op, hold, name, mode, "fail", err=_err(exc))
-            self.hist.lost(hold, name, mode, err=f"{op}: LockLostError")
+            self._log(op, parts, mode, "fail", err=_err(exc))
+            for hold, name in parts:
+                self.hist.lost(hold, name, mode, err=f"{op}: LockLostError")
         except _UNKNOWN as exc:
             # The hold is kept (and renewed) after a failed release: try again, as a user
             # would, until Redis answers (faults heal) or the stop file appears.
-            self.hist.complete(op, hold, name, mode, "unknown", err=_err(exc))
+            self._log(op, parts, mode, "unknown", err=_err(exc))
             if self.control != "broken-release" and not self.stop_path.exists():
-                time.sleep(0.05)
-                self._release(held, hold, name, mode, op)
+                await asyncio.sleep(0.05)
+                await self._release(held, parts, mode, op)
                 return
         except Exception as exc:
-            self.hist.complete(op, hold, name, mode, "fail", err=_err(exc))
+            self._log(op, parts, mode, "fail", err=_err(exc))
         else:
-            self.hist.complete(op, hold, name, mode, "ok")
+            self._log(op, parts, mode, "ok")
         if op == "release":
             self.current.pop(id(held), None)
 
     def _work(self) -> float:
         """Seconds of critical section: mostly short, a share long enough (0.2 to 1.5 leases)
-        that the watchdog must renew while faults hit."""
+        that the watchdog must renew them while faults hit."""
         if self.rng.random() < float(self.cfg["long_share"]):
             return self.rng.uniform(0.2, 1.5) * self.lease
         return self.rng.uniform(*self.work)
 
-    def _write(self, name: str, fence: int, hold: str, phase: str, mode: str) -> None:
-        self.oracle.write(name, fence, hold, self.w, phase, mode)
+    def _write(self, parts: list[Part], fences: dict[str, int], phase: str, mode: str) -> None:
+        for hold, name in parts:
+            self.oracle.write(name, fences[name], hold, self.w, phase, mode)
 
-    def cycle(self) -> None:
-        name = self.rng.choice(self.names)
+    async def cycle(self) -> None:
+        if self.scenario in _MULTI and len(self.names) >= 2:
+            names = tuple(sorted(self.rng.sample(self.names, 2)))
+        else:
+            names = (self.rng.choice(self.names),)
         mode = {"rwlock": "s" if self.rng.random() < 0.7 else "x", "semaphore": "p"}.get(
             self.scenario, "x"
         )
-        lock = self._lock(name, mode)
-        hold = self.hist.new_hold()
-        held = self._acquire(lock, hold, name, mode)
+        lock = self._lock(names, mode)
+        parts = [(self.hist.new_hold(), name) for name in names]
+        held = await self._acquire(lock, parts, mode)
         if held is None:
-            time.sleep(self.rng.uniform(0, 0.01))
+            await asyncio.sleep(self.rng.uniform(0, 0.01))
             return
-        fence = int(held.fencing_token or 0)
+        fences = self._fences(held, parts)
         reenter = self.scenario == "rlock" and self.rng.random() < 0.5
         try:
-            self._write(name, fence, hold, "begin", mode)
+            self._write(parts, fences, "begin", mode)
             if reenter:
-                self._reenter(held, hold, name, mode)
+                await self._reenter(held, parts, mode)
             if self.section is not None:
-                self.section(name, fence)
+                name = parts[0][1]  # in a thread: an asyncio lock's watchdog runs meanwhile
+                await asyncio.to_thread(self.section, name, fences[name])
             else:
-                time.sleep(self._work())
-            self._write(name, fence, hold, "end", mode)
+                await asyncio.sleep(self._work())
+            self._write(parts, fences, "end", mode)
         finally:
-            self._release(held, hold, name, mode)
+            await self._release(held, parts, mode)
 
-    def _reenter(self, lock: Any, hold: str, name: str, mode: str) -> None:
-        self.hist.invoke("reenter", hold, name, mode)
+    async def _reenter(self, lock: Any, parts: list[Part], mode: str) -> None:
+        self._log("reenter", parts, mode, "invoke")
         try:
-            ok = lock.acquire(timeout=0)
+            ok = await self.do(lock.acquire(timeout=0))
         except _UNKNOWN as exc:
-            self.hist.complete("reenter", hold, name, mode, "unknown", err=_err(exc))
+            self._log("reenter", parts, mode, "unknown", err=_err(exc))
             return
         except Exception as exc:
-            self.hist.complete("reenter", hold, name, mode, "fail", err=_err(exc))
+            self._log("reenter", parts, mode, "fail", err=_err(exc))
             return
         if not ok:
-            self.hist.complete("reenter", hold, name, mode, "fail", err="refused")
+            self._log("reenter", parts, mode, "fail", err="refused")
             return
-        self.hist.complete("reenter", hold, name, mode, "ok", fence=lock.fencing_token)
-        time.sleep(self._work() / 2)
-        self._release(lock, hold, name, mode, op="release_inner")
+        self._log("reenter", parts, mode, "ok", fence=lock.fencing_token)
+        await asyncio.sleep(self._work() / 2)
+        await self._release(lock, parts, mode, op="release_inner")
 
-    def run(self) -> None:
+    async def run(self) -> None:
         while not self.stop_path.exists():
-            self.cycle()
+            await self.cycle()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m redislock.testing.worker CONFIG SLOT W", file=sys.stderr)
         return 64
     cfg = json.loads(Path(args[0]).read_text())
-    Worker(cfg, int(args[1]), int(args[2])).run()
+    asyncio.run(Worker(cfg, int(args[1]), int(args[2])).run())
     return 0
 
 

@@ -49,7 +49,7 @@ def _acquired(path: Path) -> int:
 
 
 def test_schedule_is_a_function_of_its_seed() -> None:
-    kw = {"duration": 30.0, "kinds": ALL_FAULTS, "slots": 4, "servers": 5, "lease": 1.0}
+    kw = {"duration": 60.0, "kinds": ALL_FAULTS, "slots": 4, "servers": 5, "lease": 1.0}
     first = make_schedule(7, **kw)  # type: ignore[arg-type]
     assert first == make_schedule(7, **kw)  # type: ignore[arg-type]
     assert first != make_schedule(8, **kw)  # type: ignore[arg-type]
@@ -59,7 +59,7 @@ def test_schedule_is_a_function_of_its_seed() -> None:
         for a, b in itertools.pairwise(events):
             assert b.at >= a.at + a.duration + a.params.get("delay", 0.0)  # one at a time
     for e in first:
-        assert 0 < e.at < 30.0
+        assert 0 < e.at < 60.0
         assert 0 <= e.target < (4 if e.kind in CLIENT_FAULTS else 5)
         assert 0 <= e.server < 5
 
@@ -120,6 +120,38 @@ def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
         held[int(path.stem.split("-")[1]) % 2] += _acquired(path)
     assert held[0] > 0, held
     assert held[1] > 0, held
+
+
+def test_crash_points_kill_workers_whose_command_ran_and_leave_no_lease_behind(
+    tmp_path: Path,
+) -> None:
+    """``client_crash_unreplied``: each worker it hits is SIGKILLed right after one of its
+    commands ran on the server and before the reply was read (an acquire that took the
+    lock for a process now dead, a release that went through unseen). Every lease such a
+    crash left must be gone within a lease of the death, and nothing else may break."""
+    cfg = TortureConfig(
+        scenario="lock",
+        processes=3,
+        duration=8.0,
+        seed=4,
+        faults=("client_crash_unreplied",),
+        gap=(0.1, 0.3),
+        directory=str(tmp_path / "crash"),
+    )
+    result = run_torture(cfg)
+    assert result.passed, _explain(result)
+    nemesis = [json.loads(x) for x in (result.directory / "nemesis.jsonl").read_text().split()]
+    fired = [e for e in nemesis if e["params"]["crashed"]]
+    assert len(fired) >= 3, nemesis
+    assert all(e["t_death"] >= e["t0"] for e in fired)
+    # Where each crash landed: the killed worker's last event is an invoke never completed.
+    landed = []
+    for e in fired:
+        text = (result.directory / f"history-{e['w']}.jsonl").read_text()
+        last = json.loads(text.splitlines()[-1])
+        landed.append(last["op"] if last["ph"] == "invoke" else "between calls")
+    assert {"acquire", "release"} & set(landed), landed
+    assert _lines(result)["leases_alive_after_death"].value == 0, _explain(result)  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------------------- controls

@@ -370,6 +370,15 @@ def token_regressions(history: Iterable[Record]) -> list[tuple[Record, Record]]:
 _STALLS = frozenset({"server_pause", "server_debug_sleep", "server_client_pause"})
 
 
+def _is_kill(ev: Record) -> bool:
+    """A nemesis entry that killed its worker: a ``client_kill``, or a crash point
+    (``client_crash_unreplied``) that fired (it has a ``t_death``)."""
+    kind = ev.get("kind")
+    return kind == "client_kill" or (
+        kind == "client_crash_unreplied" and ev.get("t_death") is not None
+    )
+
+
 def leases_alive_after_death(
     audit_holds: Iterable[Any],
     nemesis: Iterable[Record],
@@ -379,7 +388,8 @@ def leases_alive_after_death(
 ) -> list[dict[str, Any]]:
     """Holds of a killed worker seen on a server after ``t_death + handoff + lease + eps``.
 
-    For every nemesis ``client_kill`` with a pid, ``t_death`` (the kill time or, if later, the
+    For every nemesis ``client_kill`` (or fired ``client_crash_unreplied``) with a pid,
+    ``t_death`` (the kill time or, if later, the
     last time the worker's proxy delivered bytes upstream; ``t0`` if absent) is the moment
     after which the dead holder cannot touch a server, so every key it held must be gone
     within ``lease`` seconds (``eps`` covers Redis' active-expiry cycle and the audit's poll).
@@ -402,7 +412,7 @@ def leases_alive_after_death(
     )
     deaths: dict[int, float] = {}
     for ev in events:
-        if ev.get("kind") == "client_kill" and _is_int(ev.get("pid")):
+        if _is_kill(ev) and _is_int(ev.get("pid")):
             t_death = ev.get("t_death")
             t = float(ev["t0"] if t_death is None else t_death)
             for t0, t1 in stalls:
@@ -630,7 +640,7 @@ def loss_notifications(
     for ev in nemesis:
         if ev.get("kind") == "client_pause":
             pauses.append(ev)
-        elif ev.get("kind") == "client_kill":
+        elif _is_kill(ev):
             kills.append(ev)
 
     def hits(ev: Record, h: _Hold) -> bool:

@@ -15,6 +15,10 @@ between faults (Jepsen's alternating start/stop nemesis):
     the worker's watchdog stops with it);
   - ``client_kill``: SIGKILL (a crash at whatever point the worker was; the runner starts a
     new worker in its slot);
+  - ``client_crash_unreplied``: a crash point: the replies from one server to the worker
+    are dropped, and the moment one is (a command, an acquire script say, ran on the server
+    and its reply will never be read) the worker is SIGKILLed; if none comes within the
+    fault's length, nothing is killed (``params["crashed"]`` says which);
   - ``proxy_blackhole``, ``proxy_reset``, ``proxy_delay``, ``proxy_drop_reply``,
     ``proxy_lose_reply``: the fault proxy between that worker and one server (see
     :mod:`redislock.testing.proxy`); ``lose_reply`` loses one reply after the command
@@ -91,6 +95,7 @@ CLIENT_FAULTS = (
     "proxy_delay",
     "proxy_drop_reply",
     "proxy_lose_reply",
+    "client_crash_unreplied",
 )
 SERVER_FAULTS = (
     "server_pause",
@@ -110,6 +115,7 @@ _SPANS: dict[str, tuple[float, float]] = {
     "proxy_delay": (0.1, 2.0),
     "proxy_drop_reply": (0.1, 2.0),
     "proxy_lose_reply": (0.05, 0.5),
+    "client_crash_unreplied": (0.5, 2.0),  # how long to wait for a command to land
     "server_pause": (0.2, 2.0),
     "server_debug_sleep": (0.2, 2.0),
     "server_client_pause": (0.2, 2.0),
@@ -193,7 +199,8 @@ def make_schedule(
             low, high = _SPANS[kind]
             length = rng.uniform(low, high) * lease
             target = rng.randrange(slots if lane is CLIENT_FAULTS else servers)
-            server = rng.randrange(servers) if kind.startswith("proxy_") else target
+            via_proxy = kind.startswith("proxy_") or kind == "client_crash_unreplied"
+            server = rng.randrange(servers) if via_proxy else target
             params: dict[str, float] = {}
             if kind == "proxy_delay":
                 params["delay"] = rng.uniform(0.05, 0.5) * lease
@@ -216,6 +223,9 @@ class FaultTargets(Protocol):
 
     def set_proxy_fault(self, slot: int, server: int, kind: str, delay: float) -> None:
         """Set the fault of the proxy between worker ``slot`` and ``server``."""
+
+    def dropped_replies(self, slot: int, server: int) -> int:
+        """Reply bytes the proxy between worker ``slot`` and ``server`` dropped so far."""
 
     def server_pid(self, server: int) -> int | None:
         """pid of redis-server ``server`` (None if it is not ours)."""
@@ -322,7 +332,7 @@ class Nemesis:
     def _apply(self, event: FaultEvent, record: dict[str, Any]) -> None:
         t = self._targets
         kind = event.kind
-        if kind in ("client_pause", "client_kill") or kind.startswith("proxy_"):
+        if kind.startswith(("client_", "proxy_")):
             found = t.worker_pid(event.target)
             record["target"] = f"worker:{event.target}"
             if found is not None:
@@ -335,6 +345,9 @@ class Nemesis:
             killed = t.kill_worker(event.target)
             if killed is not None:
                 record["w"], record["pid"], record["t_death"] = killed
+        elif kind == "client_crash_unreplied":
+            record["target"] = f"worker:{event.target}:{event.server}"
+            self._crash_unreplied(event, record)
         elif kind.startswith("proxy_"):
             record["target"] = f"proxy:{event.target}:{event.server}"
             mode = kind.removeprefix("proxy_")
@@ -345,6 +358,28 @@ class Nemesis:
                 t.set_proxy_fault(event.target, event.server, "pass", 0.0)
         else:
             self._apply_server(event, record)
+
+    def _crash_unreplied(self, event: FaultEvent, record: dict[str, Any]) -> None:
+        """Drop the replies of one server to the worker; SIGKILL the worker as soon as one
+        is dropped (within ``event.duration`` seconds), then let replies pass again."""
+        t = self._targets
+        record["params"]["crashed"] = 0.0
+        if record["pid"] is None:
+            return
+        before = t.dropped_replies(event.target, event.server)
+        t.set_proxy_fault(event.target, event.server, "drop_reply", 0.0)
+        try:
+            deadline = time.monotonic() + event.duration
+            while time.monotonic() < deadline:
+                if t.dropped_replies(event.target, event.server) > before:
+                    killed = t.kill_worker(event.target)
+                    if killed is not None:
+                        record["w"], record["pid"], record["t_death"] = killed
+                        record["params"]["crashed"] = 1.0
+                    return
+                time.sleep(0.001)
+        finally:
+            t.set_proxy_fault(event.target, event.server, "pass", 0.0)
 
     def _apply_server(self, event: FaultEvent, record: dict[str, Any]) -> None:
         t = self._targets

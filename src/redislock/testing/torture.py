@@ -395,6 +395,9 @@ class _Run:
         else:
             proxy.set_fault(kind)
 
+    def dropped_replies(self, slot: int, server: int) -> int:
+        return self.proxies[(slot, server)].dropped_replies
+
     def server_pid(self, server: int) -> int | None:
         return self.servers[server].pid if self.servers else None
 

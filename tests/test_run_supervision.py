@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
+from redislock._core.keys import LockKeys
 from redislock.server import RedisProcess
 
 TTL = 5.0
@@ -93,3 +95,64 @@ def test_a_normal_exit_dismisses_the_guard_and_leaves_background_jobs_alone(
         assert alive(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_crash_between_the_commands_exit_and_the_release_frees_the_lock_one_lease_later(
+    redis_server: RedisProcess, tmp_path: Path
+) -> None:
+    """A crash point: CMD has exited, ``redislock`` has not released yet (its connection is
+    blackholed, so the release cannot reach Redis) and is SIGKILLed there. The lock stays
+    with the dead holder for at most one lease (TTL seconds), and no longer: the next run
+    gets it, with a larger fencing token, and the first CMD never ran twice."""
+    from redislock.testing.proxy import FaultProxy
+
+    direct = f"unix://{redis_server.client_kwargs()['unix_socket_path']}"
+    admin = redis.Redis(**redis_server.client_kwargs(), decode_responses=True)
+    runs, go, shell = tmp_path / "runs", tmp_path / "go", tmp_path / "shell.pid"
+    script = f"echo $$ > {shell}; echo x >> {runs}; while [ ! -e {go} ]; do sleep 0.01; done"
+    assert redis_server.socket_path is not None
+    with FaultProxy(redis_server.socket_path) as fp:
+        url = f"redis://127.0.0.1:{fp.port}"
+        first = run_cli(url, "crash", "--ttl", str(TTL), "--", "sh", "-c", script)
+        try:
+            cmd = wait_for_file(shell)
+            wait_for_file_lines(runs, 1)
+            key = LockKeys.for_name("crash").lock
+            token_before = admin.get(key)
+            fence_before = int(admin.get(LockKeys.for_name("crash").fence) or 0)
+            assert token_before, "the first run holds the lock"
+            fp.set_fault("blackhole")  # nothing redislock sends reaches Redis any more
+            go.touch()  # CMD exits; redislock now tries to release
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and alive(cmd):
+                time.sleep(0.01)
+            assert not alive(cmd)
+            time.sleep(0.2)  # inside the (blackholed) release
+            assert first.poll() is None, "redislock must still be releasing"
+            os.kill(first.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            first.wait(10)
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+        assert admin.get(key) == token_before  # not released: the crash came first
+        assert 0 < admin.pttl(key) <= TTL * 1000
+        go.unlink()
+        second = run_cli(direct, "crash", "--wait", "30", "--", "sh", "-c", f"echo y >> {runs}")
+        assert second.wait(30) == 0
+        waited = time.monotonic() - killed
+    assert waited <= TTL + 1.0  # the dead holder's lease ran out, no later
+    assert runs.read_text().split() == ["x", "y"]  # the first CMD ran once
+    assert int(admin.get(LockKeys.for_name("crash").fence) or 0) > fence_before
+    assert admin.exists(key) == 0
+    admin.close()
+
+
+def wait_for_file_lines(path: Path, n: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().split()) >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never had {n} lines")

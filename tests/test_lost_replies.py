@@ -158,6 +158,7 @@ async def test_every_operation_with_its_reply_lost_acts_once(kind: Kind, proxied
         assert before + estimate <= time.monotonic() + least_pttl(kind, p) + 0.01
 
         remaining = await lock.remaining()
+        assert remaining is not None
         await lost_once(p, lambda: actor.call(lock.holder.extend, 5))
         assert max(pttls(kind, p)) <= remaining + 5 + SLACK  # added once, not twice
         assert least_pttl(kind, p) >= remaining + 5 - 2 * SLACK

@@ -204,7 +204,7 @@ def test_a_dead_waiter_is_skipped(r: redis.Redis, admin: redis.Redis) -> None:
 
 
 def _waiting_worker(kwargs: dict[str, Any], name: str) -> None:
-    client = redis.Redis(**kwargs, socket_timeout=30)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     FairLock(client, name, ttl=30, waiter_lease=0.5).acquire(timeout=60)
 
 

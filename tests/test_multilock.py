@@ -431,7 +431,7 @@ def test_overlapping_sets_in_opposite_orders_all_finish(
     errors: list[BaseException] = []
 
     def worker(k: int) -> None:
-        client = redis.Redis(**redis_server.client_kwargs(), socket_timeout=10)
+        client = redis.Redis(**redis_server.client_kwargs())  # redis-py defaults
         try:
             for _ in range(rounds):
                 obj: Any = (

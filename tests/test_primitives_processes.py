@@ -134,7 +134,7 @@ async def pause(job: Job, seconds: float) -> None:
 
 def connect(job: Job) -> Any:
     """A client of the job's flavour: ``redis.asyncio.Redis`` or ``redis.Redis``."""
-    return (redis.asyncio.Redis if job.use_async else redis.Redis)(**job.kwargs, socket_timeout=30)
+    return (redis.asyncio.Redis if job.use_async else redis.Redis)(**job.kwargs)  # defaults
 
 
 async def disconnect(job: Job, client: Any) -> None:
@@ -304,7 +304,7 @@ def test_read_write_lock_across_processes(redis_server: RedisProcess, admin: red
 
 def _rw_writer(kwargs: dict[str, Any], name: str, out: Queue[Any]) -> None:
     """Wait for the write lock, hold it briefly, release; report both times."""
-    client = redis.Redis(**kwargs, socket_timeout=30)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     try:
         writer = ReadWriteLock(client, name, ttl=10.0).write()
         if not writer.acquire(timeout=30):
@@ -464,7 +464,7 @@ def test_fair_lock_contention_across_processes(
 
 def _fair_waiter(kwargs: dict[str, Any], name: str, waiter_lease: float, out: Queue[Any]) -> None:
     """Queue for the fair lock, report (pid, fence, monotonic ns when granted), release."""
-    client = redis.Redis(**kwargs, socket_timeout=30)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     try:
         lock = FairLock(client, name, ttl=10.0, waiter_lease=waiter_lease)
         if not lock.acquire(timeout=60):
@@ -587,7 +587,7 @@ def _holder(
     kwargs: dict[str, Any], kind: str, name: str, opts: dict[str, Any], ready: Event
 ) -> None:
     """Take a hold of ``kind`` and sleep until SIGKILLed."""
-    client = redis.Redis(**kwargs, socket_timeout=10)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     keep: list[object] = []
     if kind == "read":
         rw = ReadWriteLock(client, name, **opts)

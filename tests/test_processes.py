@@ -43,7 +43,7 @@ def get(client: redis.Redis, key: str) -> str | None:
 def _mutex_worker(
     kwargs: dict[str, Any], name: str, cycles: int, barrier: Barrier, out: Queue[Any]
 ) -> None:
-    client = redis.Redis(**kwargs, socket_timeout=30)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     lock = Lock(client, name)  # watchdog lease
     rng = random.Random()
     records: list[tuple[int, int, int]] = []
@@ -113,7 +113,7 @@ def test_mutual_exclusion_across_processes(redis_server: RedisProcess, admin: re
 
 
 def _holder(kwargs: dict[str, Any], name: str, lock_kwargs: dict[str, Any], ready: Event) -> None:
-    client = redis.Redis(**kwargs, socket_timeout=10)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     lock = Lock(client, name, **lock_kwargs)
     if lock.acquire(timeout=10):
         ready.set()
@@ -206,7 +206,7 @@ def _in_fork_child(kwargs: dict[str, Any], kept: Lock, dropped: Lock) -> int:
         else:
             return 13
     # The child's own watchdog works (a fresh renewer), and renews only its own lease.
-    client = redis.Redis(**kwargs, socket_timeout=10)
+    client = redis.Redis(**kwargs)  # redis-py defaults
     try:
         mine = Lock(client, "fork:child", watchdog_lease=1.0)
         if not mine.acquire(timeout=5):

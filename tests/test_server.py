@@ -315,6 +315,54 @@ def test_port_with_unix_socket_is_rejected(short_dir: Path) -> None:
         RedisProcess(short_dir, port=6390)
 
 
+@pytest.mark.parametrize("binary", _installed_binaries())
+def test_clock_file_moves_the_servers_wall_clock(short_dir: Path, binary: str) -> None:
+    clock = short_dir / "clock"
+    srv = RedisProcess(short_dir, binary=binary, clock_file=clock)
+    env = srv.environment()
+    assert env is not None
+    assert "libfaketime.so.1" in env["LD_PRELOAD"]
+    try:
+        srv.start()
+        assert clock.read_text().strip() == "+0.000000"  # created at the real time
+        with _client(srv.client_kwargs()) as client:
+
+            def offset() -> float:
+                sec, usec = client.time()
+                return float(sec + usec / 1e6 - time.time())
+
+            assert abs(offset()) < 0.5
+            client.set("k", "v", px=10_000)
+            srv.set_clock_offset(30)
+            assert offset() == pytest.approx(30, abs=0.5)
+            assert client.exists("k") == 0  # expiry is on the wall clock
+            srv.set_clock_offset(-2.5)
+            assert offset() == pytest.approx(-2.5, abs=0.5)
+            before = time.monotonic()
+            assert client.blpop(["none"], timeout=0.2) is None  # no jump: on time
+            assert time.monotonic() - before < 1.0
+        srv.restart()  # the offset stays
+        with _client(srv.client_kwargs()) as client:
+            sec, _ = client.time()
+            assert sec - time.time() == pytest.approx(-2.5, abs=1.0)
+    finally:
+        srv.stop()
+    with pytest.raises(ValueError, match="finite"):
+        srv.set_clock_offset(float("nan"))
+
+
+def test_clock_offset_needs_a_clock_file_and_libfaketime(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = RedisProcess(short_dir)
+    assert plain.environment() is None  # this process's environment, untouched
+    with pytest.raises(ServerError, match="clock_file"):
+        plain.set_clock_offset(1)
+    monkeypatch.setenv("REDISLOCK_LIBFAKETIME", str(short_dir / "missing.so"))
+    with pytest.raises(ServerError, match="REDISLOCK_LIBFAKETIME"):
+        RedisProcess(short_dir, clock_file=short_dir / "clock")
+
+
 # --------------------------------------------------------------------------- runtime_dir
 
 

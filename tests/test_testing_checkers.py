@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from redislock.testing.checkers import (
     Line,
+    LossResult,
     Report,
     check_run,
     leases_alive_after_death,
@@ -676,3 +677,79 @@ def test_a_dead_holders_request_held_by_a_stalled_server_counts_from_the_stall_e
     late = interval(1001, 4, 10.7, 11.7, 11.75)  # granted at the stall's end, one lease
     assert leases_alive_after_death([late], [kill, stall], lease=1.0) == []
     assert len(leases_alive_after_death([late], [kill], lease=1.0)) == 1  # no stall: flagged
+
+
+def clock_jump(t0: float, t1: float, jump: float, server: int = 0) -> dict[str, Any]:
+    """A nemesis entry: server ``server``'s clock stepped by ``jump`` s at t0, back at t1."""
+    return {
+        "t0": t0,
+        "t1": t1,
+        "kind": "server_clock_jump",
+        "target": f"server:{server}",
+        "pid": 1,
+        "w": None,
+        "params": {"jump": jump},
+    }
+
+
+def test_a_backward_clock_step_gives_a_dead_holders_lease_that_much_longer() -> None:
+    kill = {"t0": 10.0, "t1": 10.0, "kind": "client_kill", "target": "worker:0", "pid": 1001}
+    kill |= {"w": 1, "params": {}, "t_death": 10.0}
+    late = interval(1001, 4, 9.0, 13.0, 13.05)  # deadline 11.25 without the clock
+    assert len(leases_alive_after_death([late], [kill], lease=1.0)) == 1
+    back = clock_jump(10.5, 14.0, -2.0)  # stepped back 2 s at 10.5 (its heal only shortens)
+    assert leases_alive_after_death([late], [kill, back], lease=1.0) == []
+    healed = clock_jump(8.0, 10.5, 2.0)  # a forward jump healed at 10.5: a step back of 2 s
+    assert leases_alive_after_death([late], [kill, healed], lease=1.0) == []
+    # Only that server's clock counts, and only a step while the lease could be alive.
+    assert len(leases_alive_after_death([late], [kill, clock_jump(10.5, 14, -2, 1)], 1.0)) == 1
+    assert len(leases_alive_after_death([late], [kill, clock_jump(5.0, 8.5, -2.0)], 1.0)) == 1
+    assert len(leases_alive_after_death([late], [kill, clock_jump(10.5, 14, 2.0)], 1.0)) == 1
+    # Steps add up, each found inside the window the earlier ones widened.
+    later = interval(1001, 4, 9.0, 14.5, 14.55)  # 11.25 + 2 + 1.5 = 14.75: in time
+    chain = [kill, clock_jump(11.0, 20.0, -2.0), clock_jump(13.0, 20.0, -1.5)]
+    assert leases_alive_after_death([later], chain, lease=1.0) == []
+    assert len(leases_alive_after_death([later], chain[:2], lease=1.0)) == 1
+
+
+def test_a_hold_ended_by_a_forward_clock_jump_must_still_be_told() -> None:
+    jump = clock_jump(4.95, 7.0, 3.0)
+    history, holds = loss_case(None)  # gone at 5.0, nothing logged
+    res = loss_notifications(history, holds, [jump], **LOSS_KW)
+    assert [(e["hold"], e["reason"]) for e in res.late_or_missing] == [("1.0", "missing")]
+    history, holds = loss_case(5.5)
+    assert [e["hold"] for e in loss_notifications(history, holds, [jump], **LOSS_KW).on_time] == [
+        "1.0"
+    ]
+    # Told only when the watchdog's own estimate ran out (one lease after the step): late,
+    # unless the worker could not reach the server then (here its proxy reset every
+    # connection), and then by gone + lease + slack = 6.25.
+    history, holds = loss_case(6.1)
+    res = loss_notifications(history, holds, [jump], **LOSS_KW)
+    assert [(e["reason"], e["deadline"]) for e in res.late_or_missing] == [("late", 5.85)]
+    reset = {"t0": 4.8, "t1": 5.9, "kind": "proxy_reset", "target": "proxy:1:0", "pid": 1001}
+    reset |= {"w": 1, "params": {}}
+    res = loss_notifications(history, holds, [jump, reset], **LOSS_KW)
+    assert [(e["reason"], e["deadline"]) for e in res.on_time] == [("on time", 6.25)]
+    assert loss_notifications(history, holds, [reset], **LOSS_KW).late_or_missing  # no step
+    other = reset | {"pid": 1002, "w": 2, "target": "proxy:2:0"}  # another worker's proxy
+    assert loss_notifications(history, holds, [jump, other], **LOSS_KW).late_or_missing
+
+
+def test_a_release_invoked_after_the_loss_is_what_tells_the_worker() -> None:
+    """The worker released a hold that was already gone (gone 5.0, deadline 5.85) before
+    anything told it: the release's answer is the notification, however long it took."""
+
+    def case(*extra: dict[str, Any]) -> LossResult:
+        history, holds = loss_case(None)
+        history += [ev(5.3, "1.0", "release", "invoke"), *extra]
+        history.sort(key=lambda e: e["t"])
+        return loss_notifications(history, holds, [], **LOSS_KW)
+
+    told = case(ev(7.0, "1.0", "release", "fail"), ev(7.0, "1.0", "lost", "info"))
+    assert [e["reason"] for e in told.on_time] == ["told by its release"]
+    silent = case(ev(7.0, "1.0", "release", "ok"))
+    assert [e["reason"] for e in silent.late_or_missing] == ["released as if held"]
+    cut = case(ev(5.6, "1.0", "release", "unknown"))  # then killed, or the run stopped
+    assert [e["reason"] for e in cut.excused] == ["releasing"]
+    assert (cut.on_time, cut.late_or_missing) == ([], [])

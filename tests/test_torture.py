@@ -96,6 +96,7 @@ def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
         duration=8.0,
         seed=11,
         masters=3,
+        faults=ALL_FAULTS,  # server clock jumps included (dev.py installs libfaketime)
         directory=str(tmp_path / scenario),
     )
     result = run_torture(cfg)
@@ -152,6 +153,44 @@ def test_crash_points_kill_workers_whose_command_ran_and_leave_no_lease_behind(
         landed.append(last["op"] if last["ph"] == "invoke" else "between calls")
     assert {"acquire", "release"} & set(landed), landed
     assert _lines(result)["leases_alive_after_death"].value == 0, _explain(result)  # type: ignore[attr-defined]
+
+
+def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path: Path) -> None:
+    """Only ``server_clock_jump`` on the lock scenario: the servers run under libfaketime;
+    forward jumps past the lease end holds server-side with no client fault, and every such
+    loss must still reach its worker in time (``loss_notifications`` stays a must-be line);
+    backward jumps (and the heals of forward ones) keep dead holders' leases longer."""
+    cfg = TortureConfig(
+        scenario="lock",
+        processes=3,
+        duration=8.0,
+        seed=1,  # two backward jumps, then three forward ones past the lease
+        faults=("server_clock_jump",),
+        long_share=0.5,  # holds long enough for the auditor to see them end
+        directory=str(tmp_path / "clock"),
+    )
+    result = run_torture(cfg)
+    lines = _lines(result)
+    assert result.passed, _explain(result)
+    for name in MUST_BE_ZERO:
+        assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
+    assert result.cycles >= 30, _explain(result)
+    assert not result.nemesis_errors, result.nemesis_errors
+    assert (result.directory / "s0" / "clock").is_file()  # started under libfaketime
+    applied = [json.loads(x) for x in (result.directory / "nemesis.jsonl").read_text().splitlines()]
+    assert len(applied) == result.faults_applied >= 3
+    for entry in applied:
+        assert entry["kind"] == "server_clock_jump"
+        assert "error" not in entry
+        assert entry["t1"] > entry["t0"]
+        assert 0.5 <= abs(entry["params"]["jump"]) / cfg.lease <= 3.0
+    assert any(e["params"]["jump"] > cfg.lease for e in applied)  # a forward jump past it
+    assert any(e["params"]["jump"] < 0 for e in applied)
+    # Forward jumps took holds away, and every one of those losses was told in time.
+    loss = lines["loss_notifications"]
+    told, judged = (int(x) for x in str(loss.value).split()[0].split("/"))  # type: ignore[attr-defined]
+    assert told == judged > 0, _explain(result)
+    assert loss.ok is True  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------------------- controls

@@ -6,12 +6,17 @@
 :class:`RedisProcess` runs a ``redis-server`` as a child of the calling process, bound to a
 Unix socket (default) or a TCP port on 127.0.0.1. The test-suite fixtures use it; the server
 lives exactly as long as the object is started.
+
+With ``clock_file=`` the server runs under libfaketime (Debian/Ubuntu package ``faketime``)
+and its wall clock can be moved while it runs (:meth:`RedisProcess.set_clock_offset`): the
+server clock jumps of the fault-injection tests.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
 import shutil
 import signal
@@ -31,12 +36,14 @@ from redislock._lifecycle import Startable
 from redislock.errors import ServerError, ServerNotFoundError
 
 __all__ = [
+    "ENV_LIBFAKETIME",
     "ENV_SERVER",
     "POLL_INTERVAL",
     "UNIX_PATH_MAX",
     "Probe",
     "RedisProcess",
     "check_socket_path",
+    "find_libfaketime",
     "find_redis_server",
     "log_tail",
     "probe",
@@ -45,6 +52,9 @@ __all__ = [
 
 #: Environment variable naming the ``redis-server`` binary to use.
 ENV_SERVER = "REDISLOCK_REDIS_SERVER"
+
+#: Environment variable naming the libfaketime library (``libfaketime.so.1``) to use.
+ENV_LIBFAKETIME = "REDISLOCK_LIBFAKETIME"
 
 #: Longest Unix socket path, in bytes, without the terminating NUL (``sun_path`` is 108
 #: bytes on Linux and 104 on the BSDs and macOS).
@@ -115,6 +125,70 @@ def find_redis_server() -> str:
                 return os.path.abspath(candidate)
 
     raise ServerNotFoundError(f"no redis-server binary found: {_INSTALL_HINT}")
+
+
+def _shared_library_dirs() -> list[str]:
+    """Directories of shared libraries: the one libc was loaded from, then the usual ones."""
+    dirs: list[str] = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            path = line.split()[-1]
+            if os.path.basename(path) == "libc.so.6":
+                dirs.append(os.path.dirname(os.path.realpath(path)))
+                break
+    machine = os.uname().machine
+    for base in ("/usr/lib", "/lib", "/usr/local/lib"):
+        dirs += [f"{base}/{machine}-linux-gnu", base]
+    dirs += ["/usr/lib64", "/lib64"]
+    return list(dict.fromkeys(dirs))
+
+
+def find_libfaketime() -> str:
+    """Locate libfaketime's ``libfaketime.so.1``, for :class:`RedisProcess` ``clock_file=``.
+
+    The search order is ``$REDISLOCK_LIBFAKETIME`` (it must name a file), then
+    ``<dir>/faketime/libfaketime.so.1`` in the directory libc was loaded from and the usual
+    library directories (Debian's package ``faketime`` installs it in
+    ``/usr/lib/<arch>-linux-gnu/faketime/``).
+
+    Returns:
+        The absolute path of the library.
+
+    Raises:
+        ServerError: ``$REDISLOCK_LIBFAKETIME`` names no file, or no library was found. The
+            message says what to install.
+    """
+    override = os.environ.get(ENV_LIBFAKETIME)
+    if override:
+        if not os.path.isfile(override):
+            raise ServerError(f"${ENV_LIBFAKETIME} is set to {override!r}, which is not a file")
+        return os.path.abspath(override)
+    for folder in _shared_library_dirs():
+        candidate = os.path.join(folder, "faketime", "libfaketime.so.1")
+        if os.path.isfile(candidate):
+            return candidate
+    raise ServerError(
+        "libfaketime not found (a redis-server with clock_file= runs under it): install it "
+        f"with `apt-get install faketime`, or set ${ENV_LIBFAKETIME} to its libfaketime.so.1"
+    )
+
+
+def _glibc_malloc() -> str | None:
+    """glibc's ``libc_malloc_debug.so.0`` (glibc >= 2.34), or None."""
+    for folder in _shared_library_dirs():
+        candidate = os.path.join(folder, "libc_malloc_debug.so.0")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _links_jemalloc(binary: str) -> bool:
+    """Whether ``binary`` loads jemalloc as a shared library (Debian's redis-server does)."""
+    try:
+        with open(binary, "rb") as fh:
+            return b"libjemalloc.so" in fh.read()
+    except OSError:
+        return False
 
 
 def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -213,11 +287,25 @@ class RedisProcess(Startable):
         args: extra command-line arguments (``["--maxmemory", "10mb"]``), appended last so
             they override the defaults.
         name: base name of the socket and log files.
+        clock_file: run the server under libfaketime (:func:`find_libfaketime`), its wall
+            clock (``CLOCK_REALTIME``, ``gettimeofday``, ``time``: what ``TIME`` and key
+            expiry read) offset by the seconds written in this file, which it reads again
+            at every clock read (``FAKETIME_TIMESTAMP_FILE``, ``FAKETIME_NO_CACHE=1``).
+            Monotonic clocks are left alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``), as after
+            an NTP step. The file is created with offset 0 if missing; move the clock with
+            :meth:`set_clock_offset`. Under libfaketime a binary linked against a shared
+            jemalloc (Debian's redis-server) hangs at start (libfaketime's initialisation
+            allocates while jemalloc's does, https://github.com/wolfcw/libfaketime/issues/130),
+            so glibc's ``libc_malloc_debug.so.0`` is preloaded before it and the server
+            allocates with glibc's malloc (its ``INFO memory`` allocator fields then describe
+            an idle jemalloc). ``None`` (default): the real clock.
 
     Raises:
         ValueError: ``port`` was given together with ``unix_socket=True``, or ``name`` is
             not a plain file name.
-        ServerError: the Unix socket path would be longer than the AF_UNIX limit.
+        ServerError: the Unix socket path would be longer than the AF_UNIX limit; or
+            ``clock_file`` was given and libfaketime was not found, or the binary links
+            jemalloc and glibc's ``libc_malloc_debug.so.0`` was not found.
         ServerNotFoundError: ``binary`` is ``None`` and no binary was found.
     """
 
@@ -230,6 +318,7 @@ class RedisProcess(Startable):
         binary: str | None = None,
         args: Sequence[str] = (),
         name: str = "redis",
+        clock_file: Path | None = None,
     ) -> None:
         if not name or os.sep in name or name in {".", ".."}:
             raise ValueError(f"name must be a plain file name, got {name!r}")
@@ -254,6 +343,19 @@ class RedisProcess(Startable):
         else:
             self.port = port
         self.log_path = self.directory / f"{name}.log"
+        self.clock_file = None if clock_file is None else Path(os.path.abspath(clock_file))
+        self._preload: list[str] = []
+        if clock_file is not None:
+            if _links_jemalloc(self.binary):
+                malloc = _glibc_malloc()
+                if malloc is None:
+                    raise ServerError(
+                        f"{self.binary} links jemalloc, which hangs under libfaketime, and "
+                        "glibc's libc_malloc_debug.so.0 (glibc >= 2.34), preloaded to avoid "
+                        "that, was not found"
+                    )
+                self._preload.append(malloc)
+            self._preload.append(find_libfaketime())
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_once = False
 
@@ -312,6 +414,46 @@ class RedisProcess(Startable):
         ]
         return cmd
 
+    def environment(self) -> dict[str, str] | None:
+        """The environment the server is started with: ``None`` (this process's) without
+        ``clock_file``; with it, this process's plus libfaketime's variables."""
+        if self.clock_file is None:
+            return None
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAKETIME")}
+        preload = [*self._preload, *filter(None, env.get("LD_PRELOAD", "").split(":"))]
+        env.update(
+            LD_PRELOAD=":".join(preload),
+            FAKETIME_TIMESTAMP_FILE=str(self.clock_file),
+            FAKETIME_NO_CACHE="1",
+            FAKETIME_DONT_FAKE_MONOTONIC="1",
+        )
+        return env
+
+    def set_clock_offset(self, seconds: float) -> None:
+        """Move the server's wall clock to ``seconds`` from the real time (0: the real time
+        again; negative: behind it). The server sees it at its next clock read: keys whose
+        expiry time is now past are gone, a backward move makes every key live longer by
+        as much. Works whether or not the server is running (a restart keeps the offset).
+
+        Args:
+            seconds: the offset, in seconds (millisecond precision is plenty).
+
+        Raises:
+            ServerError: the server was created without ``clock_file``.
+            ValueError: ``seconds`` is not a finite number.
+            OSError: the file could not be written.
+        """
+        if self.clock_file is None:
+            raise ServerError("set_clock_offset() needs a RedisProcess made with clock_file=")
+        if not math.isfinite(seconds):
+            raise ValueError(f"the clock offset must be a finite number of seconds: {seconds!r}")
+        # libfaketime's relative syntax: a sign, then seconds (fractions allowed). Written
+        # to a new file renamed over the old one, so the server never reads half of it.
+        self.clock_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.clock_file.with_name(f".{self.clock_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(f"{seconds:+.6f}\n")
+        os.replace(tmp, self.clock_file)
+
     # ------------------------------------------------------------------ life cycle
 
     def start(self, timeout: float = 10.0) -> None:
@@ -349,10 +491,13 @@ class RedisProcess(Startable):
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.socket_path is not None:
             self.socket_path.unlink(missing_ok=True)  # a stale socket from a killed server
+        if self.clock_file is not None and not self.clock_file.exists():
+            self.set_clock_offset(0.0)
         deadline = time.monotonic() + timeout
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 self.command(),
+                env=self.environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -7,7 +7,8 @@ the same checks against your own deployment and your own critical sections:
 * :class:`FaultProxy` / :class:`ProxyLoop` (:mod:`~redislock.testing.proxy`): a TCP proxy
   in front of Redis that can blackhole, reset, delay, or deliver requests and drop replies;
 * :func:`make_schedule` / :class:`Nemesis` (:mod:`~redislock.testing.faults`): seeded fault
-  schedules (client pauses and kills, proxy faults, Redis stalls, restarts, SCRIPT FLUSH);
+  schedules (client pauses and kills, proxy faults, Redis stalls, restarts, SCRIPT FLUSH,
+  server clock jumps);
 * :class:`Oracle` / :class:`OracleClient` (:mod:`~redislock.testing.oracle`): the protected
   resource, its own process, that rejects writes whose fencing token is not greater than
   the last one it accepted, and records every write with a monotonic timestamp;
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from redislock.testing.checkers import check_run as check_run
     from redislock.testing.faults import ALL_FAULTS as ALL_FAULTS
     from redislock.testing.faults import CONTROLS as CONTROLS
+    from redislock.testing.faults import DEFAULT_FAULTS as DEFAULT_FAULTS
     from redislock.testing.faults import SCENARIOS as SCENARIOS
     from redislock.testing.faults import FaultEvent as FaultEvent
     from redislock.testing.faults import Nemesis as Nemesis
@@ -60,6 +62,7 @@ _WHERE = {
     "AuditResult": "redislock.testing.audit",
     "Auditor": "redislock.testing.audit",
     "CONTROLS": "redislock.testing.faults",
+    "DEFAULT_FAULTS": "redislock.testing.faults",
     "FaultEvent": "redislock.testing.faults",
     "FaultProxy": "redislock.testing.proxy",
     "History": "redislock.testing.history",
@@ -91,6 +94,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ALL_FAULTS",
     "CONTROLS",
+    "DEFAULT_FAULTS",
     "SCENARIOS",
     "AuditResult",
     "Auditor",

@@ -39,6 +39,9 @@ with this process's wall-minus-monotonic offset and clamped into [request sent, 
 received]; so it is never later than the monotonic time taken right after the reply. A
 MONITOR line's time is its server wall-clock stamp moved onto the monotonic clock the same
 way. Both conversions assume the wall clock does not jump during the run (same machine).
+When a server's own clock is moved (``server_clock_jump``), the shadow still works on that
+server's times, as Redis does, and a snapshot's time stays clamped into its round trip;
+only a reported touch's ``t`` is off by the clock's offset (its ``server_time`` is exact).
 
 MONITOR is a test-only tool: the server copies every command of every client to the
 monitoring connection (the Redis documentation measured one MONITOR client cutting a
@@ -51,6 +54,9 @@ Known blind spots (the rules err towards missing a touch rather than inventing o
 * key expiry and eviction do not show in MONITOR; the shadow tracks each key's expiry from
   the ``PX``/``PEXPIRE`` arguments, and a touch within 5 ms of the owner's expiry is not
   flagged (clock granularity);
+* expiry follows the server's wall clock, so when it steps back (a ``server_clock_jump``)
+  the shadow cannot tell whether Redis deleted a key that had expired before the step:
+  every key not surely alive at the latest time seen becomes unknown until its next write;
 * between a MONITOR (re)connection and the re-read of the keys of ``names`` (a few
   milliseconds) lines are not audited, and lock keys of names not in ``names`` are unknown
   until the next write seen for them;

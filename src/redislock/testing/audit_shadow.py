@@ -157,6 +157,7 @@ class Shadow:
         self.hashes: dict[str, _Hash] = {}
         self.ctx: ScriptContext | None = None
         self.last_client = ""  # the client of the latest plain command
+        self.high = -_INF  # the latest server time seen (see _observe)
 
     # -- state
 
@@ -164,6 +165,23 @@ class Shadow:
         self.strings.clear()
         self.hashes.clear()
         self.ctx = None
+        self.high = -_INF
+
+    def _observe(self, ts: float) -> None:
+        """A line's server time. Expiry is modelled from times alone, so a step back of the
+        server's wall clock would bring back keys that expired before it, which Redis may
+        have deleted by then (a deleted key stays deleted): at a step back, every key not
+        definitely alive at the latest time seen becomes unknown."""
+        if ts >= self.high - _SLACK:
+            self.high = max(self.high, ts)
+            return
+        for key, s in list(self.strings.items()):
+            if s.value is not None and not self._alive(s.lo, self.high):
+                del self.strings[key]
+        for key, h in list(self.hashes.items()):
+            if not self._alive(h.lo, self.high):
+                del self.hashes[key]
+        self.high = ts
 
     def is_lock_key(self, key: str) -> bool:
         return LockKeys.name_of(key, self.prefix) is not None
@@ -250,6 +268,7 @@ class Shadow:
 
     def feed(self, line: MonitorLine) -> None:
         """Apply one line (of the audited database)."""
+        self._observe(line.time)
         if line.client == "lua":
             ctx = self.ctx
             if ctx is not None and ctx.pending is not None:

@@ -16,7 +16,8 @@ Metrics (one :class:`Line` each in :func:`check_run`; exact definitions in each 
   harmless, and their count documents what an unfenced resource would suffer.
 * ``foreign_touches``, ``keys_without_ttl``: server-side audit findings (goal 0).
 * ``leases_alive_after_death`` (:func:`leases_alive_after_death`): holds of a killed worker
-  still present ``lease + eps`` seconds after it could last touch a server (goal 0).
+  still present ``lease + eps`` seconds (plus any backward step of that server's clock)
+  after it could last touch a server (goal 0).
 * ``loss_notifications`` (:func:`loss_notifications`): the share of unexpected server-side
   losses the worker was told about within ``bound + slack`` seconds (goal 100 %).
 
@@ -379,6 +380,37 @@ def _is_kill(ev: Record) -> bool:
     )
 
 
+def _server_of(target: Any) -> int:
+    """The server index of a nemesis ``target`` (``"server:2"``) or audit ``server`` field."""
+    if isinstance(target, str):
+        target = target.rpartition(":")[2]
+    try:
+        return int(target)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _clock_steps(events: Iterable[Record], *, back: bool) -> dict[int, list[tuple[float, float]]]:
+    """Per server: ``(time, seconds)`` of every step of its wall clock in one direction,
+    from the ``server_clock_jump`` entries: a jump at ``t0``, then its heal, the other way,
+    at ``t1`` (``t0`` if it has none)."""
+    steps: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for ev in events:
+        if ev.get("kind") != "server_clock_jump":
+            continue
+        jump = float((ev.get("params") or {}).get("jump", 0.0))
+        server = _server_of(ev.get("target"))
+        healed = float(ev["t0"] if ev.get("t1") is None else ev["t1"])
+        if jump != 0.0:
+            steps[server].append((float(ev["t0"]) if (jump < 0) == back else healed, abs(jump)))
+    return steps
+
+
+def _clock_steps_back(events: Iterable[Record]) -> dict[int, list[tuple[float, float]]]:
+    """Per server: ``(time, seconds)`` of every backward step of its wall clock."""
+    return _clock_steps(events, back=True)
+
+
 def leases_alive_after_death(
     audit_holds: Iterable[Any],
     nemesis: Iterable[Record],
@@ -403,8 +435,16 @@ def leases_alive_after_death(
     (``server_pause``, ``server_debug_sleep``, ``server_client_pause``) runs when the stall
     ends, so ``t_death`` moves to the end of such a stall (repeatedly, for back-to-back
     stalls).
+
+    Redis expires keys by its wall clock, so a backward step of that clock
+    (``server_clock_jump``: a negative ``params["jump"]`` at ``t0``, or the heal at ``t1``
+    of a positive one) makes every key then alive on that server live as much longer. The
+    deadline of a hold on server ``s`` grows by the size of every backward step of ``s``
+    within ``[t_death - lease - extra, deadline + extra]``, ``extra`` being what the steps
+    added so far (until it stops growing). Forward steps only shorten leases.
     """
     events = list(nemesis)
+    steps_back = _clock_steps_back(events)
     stalls = sorted(
         (float(ev["t0"]), float(ev["t1"]))
         for ev in events
@@ -425,7 +465,16 @@ def leases_alive_after_death(
         t_death_pid = deaths.get(pid) if isinstance(pid, int) else None
         if t_death_pid is None:
             continue
-        deadline = t_death_pid + handoff + lease + eps
+        base = t_death_pid + handoff + lease + eps
+        steps = steps_back.get(_server_of(hold.get("server")), [])
+        extra = 0.0
+        while True:
+            low, high = t_death_pid - lease - extra, base + extra
+            grown = sum(size for t, size in steps if low <= t <= high)
+            if grown <= extra:
+                break
+            extra = grown
+        deadline = base + extra
         if float(hold["last"]) > deadline:
             found.append(
                 {
@@ -453,6 +502,7 @@ class _Hold:
     fence: int | None = None
     release_invoke: float | None = None
     release_ok: float | None = None
+    release_fail: float | None = None
     extend_fail: float | None = None  # invoke time of the first extend that completed "fail"
     lost: float | None = None
 
@@ -478,6 +528,8 @@ def _index_history(history: Iterable[Record]) -> dict[tuple[Any, str], _Hold]:
             h.release_invoke = t
         elif op == "release" and ph == "ok" and h.release_ok is None:
             h.release_ok = t
+        elif op == "release" and ph == "fail" and h.release_fail is None:
+            h.release_fail = t
         elif op == "extend" and ph == "invoke":
             extends[key].append(t)
         elif op == "extend" and ph in ("ok", "fail", "unknown"):
@@ -575,13 +627,41 @@ def _quorum_gone(
     return None
 
 
+_CUT_OFF_SERVER = _STALLS | {"server_restart"}
+
+
+def _cut_off(
+    faults: Sequence[Record],
+    h: _Hold,
+    servers: set[int],
+    start: float,
+    end: float,
+    hits: Any,
+) -> bool:
+    """Whether a fault kept worker ``h`` from its servers during ``[start, end]``: a proxy
+    fault of that worker, or a stall or restart of one of ``servers``."""
+    for ev in faults:
+        t0 = float(ev["t0"])
+        t1 = t0 if ev.get("t1") is None else float(ev["t1"])
+        if t1 < start or t0 > end:
+            continue
+        kind = str(ev.get("kind"))
+        if kind.startswith("proxy_") and hits(ev, h):
+            return True
+        if kind in _CUT_OFF_SERVER and _server_of(ev.get("target")) in servers:
+            return True
+    return False
+
+
 class LossResult(NamedTuple):
     """The holds :func:`loss_notifications` judged, in three lists of dicts.
 
     Each entry: ``{"hold", "pid", "w", "name", "mode", "fence", "gone", "deadline", "lost":
     float | None, "delay": lost - gone | None, "reason": str}``; ``reason`` is ``"on time"``,
-    ``"late"``, ``"missing"``, or why the hold was excused: ``"paused"``, ``"killed"``,
-    ``"run ended"`` (the deadline fell after the history's end), ``"no majority seen"``.
+    ``"late"``, ``"missing"``, ``"told by its release"`` (on time: see
+    :func:`loss_notifications`), ``"released as if held"`` (late or missing), or why the
+    hold was excused: ``"paused"``, ``"killed"``, ``"releasing"``, ``"run ended"`` (the
+    deadline fell after the history's end), ``"no majority seen"``.
     """
 
     on_time: list[dict[str, Any]]
@@ -617,14 +697,29 @@ def loss_notifications(
     * ``on_time`` if the worker logged op ``lost`` for that hold by ``deadline = gone + bound +
       slack`` (``bound = renew_interval + socket_timeout``; ``slack`` covers the poll period of
       the audit and the watchdog);
+    * if the worker invoked ``release`` after ``gone`` and by ``deadline`` (not told yet, it
+      went to the server itself), that release is what tells it: ``on_time`` with reason
+      ``"told by its release"`` if a ``lost`` event followed (a ``LockLostError``, however
+      long faults held the call up), ``late_or_missing`` with reason ``"released as if
+      held"`` if the release logged ``ok`` first, else excused ``"releasing"`` (the worker
+      was killed or stopped while the call was still under way);
     * excused ``"paused"`` if a nemesis ``client_pause`` of that worker (matched by pid, else
       by worker id) overlapped ``[gone - lease, deadline]``, or ``"killed"`` if a
       ``client_kill`` of it happened before ``deadline`` (a dead process cannot log; the
-      lower end does not apply since death is permanent). Server stalls and restarts are
-      never excused: the watchdog must see through them;
+      lower end does not apply since death is permanent). Server stalls, restarts and clock
+      jumps are never excused: the watchdog must see through them;
     * excused ``"run ended"`` if ``deadline`` is after ``until`` (default: the last history
       event), since the worker was stopped before it could be judged;
     * otherwise ``late_or_missing``.
+
+    Server clock jumps (``server_clock_jump`` entries). Redis expires keys by its wall clock,
+    so a forward step of it ends a hold early, with no client fault: the next renewal must
+    find it gone, within the same ``deadline``. Only when, besides, the worker could not
+    reach the server (a proxy fault of that worker, or a stall or restart of one of the
+    hold's servers, overlapping ``[gone, gone + bound + slack]``), after a forward step of
+    one of the hold's servers within ``[gone - lease, gone]``, the deadline is ``gone +
+    max(bound, lease) + slack``: the watchdog's own lease estimate, which no server clock
+    moves, runs out at most one lease after the step, and then it reports the loss.
     """
     events = list(history)
     holds = _index_history(events)
@@ -635,13 +730,15 @@ def loss_notifications(
     intervals_all = [iv for ivs in matched.values() for iv in ivs]
     if until is None:
         until = max((float(e["t"]) for e in events), default=-math.inf)
+    faults = list(nemesis)
     pauses: list[Record] = []
     kills: list[Record] = []
-    for ev in nemesis:
+    for ev in faults:
         if ev.get("kind") == "client_pause":
             pauses.append(ev)
         elif _is_kill(ev):
             kills.append(ev)
+    steps_forward = _clock_steps(faults, back=False)
 
     def hits(ev: Record, h: _Hold) -> bool:
         if ev.get("pid") is not None:
@@ -674,11 +771,27 @@ def loss_notifications(
         if any(t <= gone and t < told for t in knew):
             continue  # released / failed an extend first: not a loss to be notified of
         deadline = gone + bound + slack
+        hold_servers = {_server_of(iv.get("server", 0)) for iv in intervals}
+        if any(
+            gone - lease <= t <= gone for s in hold_servers for t, _ in steps_forward.get(s, [])
+        ) and _cut_off(faults, h, hold_servers, gone, deadline, hits):
+            deadline = gone + max(bound, lease) + slack
         entry.update(gone=gone, deadline=deadline)
         if h.lost is not None:
             entry["delay"] = h.lost - gone
+        releasing = h.release_invoke is not None and gone < h.release_invoke <= deadline
         if h.lost is not None and h.lost <= deadline:
             result.on_time.append({**entry, "reason": "on time"})
+        elif releasing:
+            said_ok = h.release_ok is not None and (
+                h.release_fail is None or h.release_ok < h.release_fail
+            )
+            if said_ok and (h.lost is None or (h.release_ok or 0.0) < h.lost):
+                result.late_or_missing.append({**entry, "reason": "released as if held"})
+            elif h.lost is not None:
+                result.on_time.append({**entry, "reason": "told by its release"})
+            else:
+                result.excused.append({**entry, "reason": "releasing"})
         elif any(
             hits(ev, h)
             and float(ev["t0"]) <= deadline

@@ -34,11 +34,20 @@ between faults (Jepsen's alternating start/stop nemesis):
   - ``server_restart``: SIGKILL and restart; the server keeps or loses its data as its
     persistence says (``appendonly yes`` + ``appendfsync always``, or none);
     ``params["delay"]`` seconds pass before the restart;
-  - ``script_flush``: ``SCRIPT FLUSH`` (the next EVALSHA gets NOSCRIPT).
+  - ``script_flush``: ``SCRIPT FLUSH`` (the next EVALSHA gets NOSCRIPT);
+  - ``server_clock_jump``: the server's wall clock steps by ``params["jump"]`` seconds
+    (forward if positive, back if negative; 0.5 to 3 leases either way) and steps back to
+    the real time after ``duration`` seconds. The heal is a jump too, of the opposite sign:
+    keys written during a forward jump live that much longer after it, and a backward jump
+    heals forward. Redis expires keys (and the hash kinds' holds, and BLPOP timeouts) by
+    the wall clock, so a forward jump past a lease ends the hold at once. The servers run
+    under libfaketime (``RedisProcess(clock_file=...)``, Debian package ``faketime``), so
+    this kind is not in :data:`DEFAULT_FAULTS`.
 
 Every fault applied is logged as one JSON line (see ``/docs/torture.md``): ``t0``/``t1``
 (``time.monotonic()`` seconds when it started and healed), ``kind``, ``target``, ``pid``,
-``w``, ``params``; a ``client_kill`` adds ``t_death``.
+``w``, ``params``; a ``client_kill`` adds ``t_death``; for ``server_clock_jump`` ``t0`` is
+when the clock stepped by ``params["jump"]`` and ``t1`` when it stepped back.
 """
 
 from __future__ import annotations
@@ -58,7 +67,9 @@ from redislock.testing.history import JsonlWriter
 __all__ = [
     "ALL_FAULTS",
     "CLIENT_FAULTS",
+    "CLOCK_FAULTS",
     "CONTROLS",
+    "DEFAULT_FAULTS",
     "FLAVOURS",
     "QUORUM_SCENARIOS",
     "SCENARIOS",
@@ -103,8 +114,13 @@ SERVER_FAULTS = (
     "server_client_pause",
     "server_restart",
     "script_flush",
+    "server_clock_jump",
 )
 ALL_FAULTS = CLIENT_FAULTS + SERVER_FAULTS
+#: The kinds that need the servers to run under libfaketime.
+CLOCK_FAULTS = ("server_clock_jump",)
+#: What a run injects unless told otherwise: every kind but :data:`CLOCK_FAULTS`.
+DEFAULT_FAULTS = tuple(k for k in ALL_FAULTS if k not in CLOCK_FAULTS)
 
 # Fault lengths as multiples of the lease (the table under "Faults" in docs/torture.md).
 _SPANS: dict[str, tuple[float, float]] = {
@@ -121,7 +137,10 @@ _SPANS: dict[str, tuple[float, float]] = {
     "server_client_pause": (0.2, 2.0),
     "server_restart": (0.0, 0.0),
     "script_flush": (0.0, 0.0),
+    "server_clock_jump": (0.5, 3.0),
 }
+#: How far a ``server_clock_jump`` moves the clock, as multiples of the lease, either way.
+_JUMP = (0.5, 3.0)
 
 
 @dataclass(frozen=True)
@@ -135,7 +154,8 @@ class FaultEvent:
         duration: how long the fault lasts, in seconds (0 for instant faults).
         server: for proxy faults, the server whose proxy is hit (Redlock: one master).
         params: extra parameters: ``delay`` (seconds) for ``proxy_delay`` and for a
-            delayed ``server_restart``.
+            delayed ``server_restart``; ``jump`` (seconds, signed) for
+            ``server_clock_jump``.
     """
 
     at: float
@@ -206,6 +226,9 @@ def make_schedule(
                 params["delay"] = rng.uniform(0.05, 0.5) * lease
             if kind == "server_restart":
                 params["delay"] = restart_delay
+            if kind == "server_clock_jump":
+                sign = rng.choice((1.0, -1.0))
+                params["jump"] = round(sign * rng.uniform(*_JUMP) * lease, 3)
             events.append(FaultEvent(round(now, 4), kind, target, round(length, 4), server, params))
             now += length + params.get("delay", 0.0) + rng.uniform(*gap)
     events.sort(key=lambda e: (e.at, e.kind))
@@ -235,6 +258,9 @@ class FaultTargets(Protocol):
 
     def restart_server(self, server: int, delay: float) -> None:
         """SIGKILL ``server``, wait ``delay`` seconds, start it again."""
+
+    def set_server_clock(self, server: int, offset: float) -> None:
+        """Set the wall clock of ``server`` to ``offset`` seconds from the real time."""
 
 
 class Nemesis:
@@ -402,5 +428,13 @@ class Nemesis:
             t.restart_server(event.target, event.params.get("delay", 0.0))
         elif kind == "script_flush":
             t.server_command(event.target, "SCRIPT", "FLUSH")
+        elif kind == "server_clock_jump":
+            record["t0"] = time.monotonic()
+            t.set_server_clock(event.target, event.params["jump"])
+            try:
+                self._hold(event.duration)
+            finally:
+                t.set_server_clock(event.target, 0.0)  # itself a jump, the other way
+                record["t1"] = time.monotonic()
         else:  # pragma: no cover - make_schedule validates kinds
             raise ValueError(f"unknown fault kind {kind!r}")

@@ -45,7 +45,9 @@ from redislock.testing.audit import Auditor
 from redislock.testing.checkers import Line, Report, check_run
 from redislock.testing.faults import (
     ALL_FAULTS,
+    CLOCK_FAULTS,
     CONTROLS,
+    DEFAULT_FAULTS,
     FLAVOURS,
     QUORUM_SCENARIOS,
     SCENARIOS,
@@ -88,7 +90,9 @@ class TortureConfig:
         cycles: stop after this many successful acquisitions in all (None: no limit).
         seed: the seed of the fault schedule and of every worker's choices.
         faults: the fault kinds to inject (see :data:`redislock.testing.faults.ALL_FAULTS`);
-            empty for a run without faults.
+            empty for a run without faults. The default is every kind but
+            ``server_clock_jump``, which needs libfaketime (Debian package ``faketime``):
+            with it, the run starts its servers under libfaketime.
         lease: the watchdog lease of every lock (``ttl=None, watchdog_lease=lease``).
         socket_timeout: the workers' redis-py socket (and connect) timeout; None: redis-py's
             default (5 seconds in redis-py 8), as users run it.
@@ -119,7 +123,7 @@ class TortureConfig:
     duration: float = 10.0
     cycles: int | None = None
     seed: int = 1
-    faults: tuple[str, ...] = ALL_FAULTS
+    faults: tuple[str, ...] = DEFAULT_FAULTS
     lease: float = 1.0
     socket_timeout: float | None = None
     acquire_timeout: float = 2.0
@@ -314,8 +318,16 @@ class _Run:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         if _server_version(binary) >= (7, 0):
             args += ["--enable-debug-command", "local"]
+        clocked = any(k in CLOCK_FAULTS for k in cfg.faults)
         for i in range(cfg.servers):
-            server = RedisProcess(self.dir / f"s{i}", binary=binary, args=args, name="redis")
+            directory = self.dir / f"s{i}"
+            server = RedisProcess(
+                directory,
+                binary=binary,
+                args=args,
+                name="redis",
+                clock_file=directory / "clock" if clocked else None,
+            )
             server.start()
             self.servers.append(server)
             assert server.socket_path is not None
@@ -417,6 +429,11 @@ class _Run:
         if self.auditor is not None:
             self.auditor.note_restart(server, self.cfg.persistence == "always")
 
+    def set_server_clock(self, server: int, offset: float) -> None:
+        if not self.servers or self.servers[server].clock_file is None:
+            raise RuntimeError("server_clock_jump needs a server started by the runner")
+        self.servers[server].set_clock_offset(offset)
+
     # ------------------------------------------------------------------ progress
 
     def cycles(self, offsets: dict[Path, int], count: list[int]) -> int:
@@ -484,7 +501,8 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
 
     Raises:
         ValueError: a bad config (before anything starts).
-        redislock.errors.ServerError: a redis-server could not start.
+        redislock.errors.ServerError: a redis-server could not start, or the faults include
+            ``server_clock_jump`` and libfaketime was not found.
     """
     cfg = cfg.validated()
     directory = Path(cfg.directory or tempfile.mkdtemp(prefix="redislock-torture-"))

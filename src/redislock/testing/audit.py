@@ -40,8 +40,10 @@ received]; so it is never later than the monotonic time taken right after the re
 MONITOR line's time is its server wall-clock stamp moved onto the monotonic clock the same
 way. Both conversions assume the wall clock does not jump during the run (same machine).
 When a server's own clock is moved (``server_clock_jump``), the shadow still works on that
-server's times, as Redis does, and a snapshot's time stays clamped into its round trip;
-only a reported touch's ``t`` is off by the clock's offset (its ``server_time`` is exact).
+server's times, as Redis does; a snapshot whose TIME falls outside its round trip is
+placed at the round trip's start for the holds it saw and at its end for the holds it
+found gone (the instant is only known to lie in between); only a reported touch's ``t`` is
+off by the clock's offset (its ``server_time`` is exact).
 
 MONITOR is a test-only tool: the server copies every command of every client to the
 monitoring connection (the Redis documentation measured one MONITOR client cutting a
@@ -142,6 +144,25 @@ def _client(kwargs: Mapping[str, Any]) -> redis.Redis:
         health_check_interval=0,
     )
     return redis.Redis(**options)
+
+
+def snapshot_times(sent: float, got: float, wall: float, server: float) -> tuple[float, float]:
+    """When a snapshot ran, as ``(t_seen, t_gone)`` monotonic seconds: the time to give the
+    holds it saw, and the time to give the holds it found gone.
+
+    ``sent`` / ``got``: monotonic seconds just before the request and just after the reply;
+    ``wall``: this process's wall clock (Unix seconds) at ``got``; ``server``: the server's
+    ``TIME`` read inside the snapshot (Unix seconds). The server's time moved onto the
+    monotonic clock is the instant, for both, when it falls within ``[sent, got]``. When it
+    does not (the server's clock was stepped: ``server_clock_jump``), the instant is only
+    known to lie in that window: holds seen are dated at its start (no lease looks longer
+    than it was) and holds gone at its end (no hold looks gone before a release that ran
+    while the snapshot waited its turn).
+    """
+    t = got - (wall - server)
+    if sent <= t <= got:
+        return t, t
+    return sent, got
 
 
 def _mono_of_wall(wall: float) -> float:
@@ -440,7 +461,7 @@ class Auditor(Startable):
             raise now
         sec, usec = int(now[0]), int(now[1])
         now_ms = sec * 1000 + usec // 1000
-        t = min(max(got - (wall - (sec + usec / 1e6)), sent), got)
+        t, t_gone = snapshot_times(sent, got, wall, sec + usec / 1e6)
         seen: dict[tuple[str, Any], HoldInterval] = {}
         for i, name in enumerate(self._names):
             value, fields, fence = replies[1 + 3 * i : 4 + 3 * i]
@@ -473,7 +494,7 @@ class Auditor(Startable):
                     cur.fence = max(cur.fence, fresh.fence)
             for ident in [i for i in srv.open if i not in seen]:
                 gone = srv.open.pop(ident)
-                gone.gone = t
+                gone.gone = t_gone
                 self._closed.append(gone)
             srv.polls += 1
             self._cond.notify_all()

@@ -8,6 +8,7 @@ is found the fixtures raise ServerNotFoundError: the tests fail, they never skip
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,15 @@ from tests.masters import servers as servers
 # The script cases' runner (tests/scriptcases.py) asserts on behalf of the test_scripts_*
 # files: rewrite its asserts as pytest rewrites a test module's, for the same failure report.
 pytest.register_assert_rewrite("tests.scriptcases")
+
+# A suite started in the background by a non-interactive shell (`cmd &`, as CI runners and
+# nohup do) inherits SIGINT and SIGQUIT ignored, and so would every `redislock run` the
+# tests start: it keeps an inherited SIG_IGN, as nohup asks, and would not forward them.
+# The tests play an interactive user's shell, where both have their default action.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

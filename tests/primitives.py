@@ -142,6 +142,16 @@ KINDS: list[Kind] = [
 """Every primitive, in both flavours. Add a row for a new one."""
 
 
+def held_in_redis(kind: Kind, admins: list[redis.Redis], name: str) -> bool:
+    """Whether a majority of ``admins``' servers show a hold of the kind's names built on
+    ``name`` (the single server, or the Redlock masters)."""
+    votes = 0
+    for admin in admins:
+        infos = [redislock.inspect(admin, n) for n in kind.names(name)]
+        votes += any(info.held for info in infos)
+    return votes > len(admins) // 2
+
+
 def rows(**wanted: Any) -> list[Any]:
     """pytest params of the rows whose capabilities equal ``wanted`` (ids
     ``<Kind>-<flavour>``)."""

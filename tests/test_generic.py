@@ -19,11 +19,11 @@ import pytest
 import redis
 import redis.asyncio
 
-import redislock
 from redislock import AcquireTimeoutError, LockConfigError, LockLostError, NotOwnedError
 from redislock.server import RedisProcess
 from tests.masters import amaster, master
 from tests.primitives import Actor, Env, Kind, Subject, rows
+from tests.primitives import held_in_redis as held_on_majority
 
 NAME = "generic"
 QUORUM = 3  # Redlock rows use the first three of the five masters
@@ -75,11 +75,7 @@ def subject(kind: Kind, e: Env, actor: Actor, **options: Any) -> Subject:
 
 def held_in_redis(kind: Kind, e: Env) -> bool:
     """Whether Redis shows any hold of the kind's names (on a majority, for a quorum)."""
-    votes = 0
-    for admin in e.admins:
-        infos = [redislock.inspect(admin, name) for name in kind.names(NAME)]
-        votes += any(info.held for info in infos)
-    return votes > len(e.admins) // 2
+    return held_on_majority(kind, e.admins, NAME)
 
 
 def greater(later: Any, earlier: Any) -> bool:

@@ -33,11 +33,11 @@ import pytest
 import redis
 import redis.asyncio
 
-import redislock
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 from redislock.testing import FaultProxy
 from tests.primitives import KINDS, Actor, Env, Kind, Subject
+from tests.primitives import held_in_redis as held_on_majority
 
 NAME = "lost"
 QUORUM = 3
@@ -99,11 +99,7 @@ async def proxied(
 
 def held_in_redis(kind: Kind, p: Proxied) -> bool:
     """Whether a majority of the row's servers show a hold of its names."""
-    votes = 0
-    for admin in p.admins:
-        infos = [redislock.inspect(admin, name) for name in kind.names(NAME)]
-        votes += any(info.held for info in infos)
-    return votes > len(p.admins) // 2
+    return held_on_majority(kind, p.admins, NAME)
 
 
 def pttls(kind: Kind, p: Proxied) -> list[float]:

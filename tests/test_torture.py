@@ -39,6 +39,15 @@ def _explain(result: TortureResult) -> str:
     return f"{result.report.table()}\nrecords: {result.directory}"
 
 
+def assert_clean(result: TortureResult) -> None:
+    """The run passed, every must-be-zero line held, and it did real work (>= 30 cycles)."""
+    lines = _lines(result)
+    assert result.passed, _explain(result)
+    for name in MUST_BE_ZERO:
+        assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
+    assert result.cycles >= 30, _explain(result)
+
+
 def _acquired(path: Path) -> int:
     """Acquisitions (acquire oks) in one worker's history."""
     events = (json.loads(line) for line in path.read_text().splitlines() if line)
@@ -100,11 +109,7 @@ def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
         directory=str(tmp_path / scenario),
     )
     result = run_torture(cfg)
-    lines = _lines(result)
-    assert result.passed, _explain(result)
-    for name in MUST_BE_ZERO:
-        assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
-    assert result.cycles >= 30, _explain(result)
+    assert_clean(result)
     assert result.faults_applied >= 4
     assert not result.nemesis_errors, result.nemesis_errors
     # The records are complete and replayable.
@@ -170,11 +175,7 @@ def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path
         directory=str(tmp_path / "clock"),
     )
     result = run_torture(cfg)
-    lines = _lines(result)
-    assert result.passed, _explain(result)
-    for name in MUST_BE_ZERO:
-        assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
-    assert result.cycles >= 30, _explain(result)
+    assert_clean(result)
     assert not result.nemesis_errors, result.nemesis_errors
     assert (result.directory / "s0" / "clock").is_file()  # started under libfaketime
     applied = [json.loads(x) for x in (result.directory / "nemesis.jsonl").read_text().splitlines()]
@@ -187,7 +188,7 @@ def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path
     assert any(e["params"]["jump"] > cfg.lease for e in applied)  # a forward jump past it
     assert any(e["params"]["jump"] < 0 for e in applied)
     # Forward jumps took holds away, and every one of those losses was told in time.
-    loss = lines["loss_notifications"]
+    loss = _lines(result)["loss_notifications"]
     told, judged = (int(x) for x in str(loss.value).split()[0].split("/"))  # type: ignore[attr-defined]
     assert told == judged > 0, _explain(result)
     assert loss.ok is True  # type: ignore[attr-defined]

@@ -71,6 +71,7 @@ __all__ = [
     "CONTROLS",
     "DEFAULT_FAULTS",
     "FLAVOURS",
+    "MULTI_SCENARIOS",
     "QUORUM_SCENARIOS",
     "SCENARIOS",
     "SERVER_FAULTS",
@@ -93,6 +94,8 @@ SCENARIOS = (
 )
 #: Scenarios over several masters (Redlock's quorum).
 QUORUM_SCENARIOS = ("redlock", "multiredlock")
+#: Scenarios that lock two names at a time (each logged as a hold of its own).
+MULTI_SCENARIOS = ("multilock", "multiredlock")
 #: Worker flavours: every worker sync, every worker asyncio, or both (odd ids asyncio).
 FLAVOURS = ("both", "sync", "asyncio")
 #: The negative controls: runs that must report violations.

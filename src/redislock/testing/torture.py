@@ -49,6 +49,7 @@ from redislock.testing.faults import (
     CONTROLS,
     DEFAULT_FAULTS,
     FLAVOURS,
+    MULTI_SCENARIOS,
     QUORUM_SCENARIOS,
     SCENARIOS,
     SERVER_FAULTS,
@@ -165,7 +166,7 @@ class TortureConfig:
             raise ValueError("duration, lease and socket_timeout must be > 0 seconds")
         if self.scenario in QUORUM_SCENARIOS and self.masters < 3:
             raise ValueError(f"{self.scenario} needs masters >= 3")
-        if self.scenario in ("multilock", "multiredlock") and self.names < 2:
+        if self.scenario in MULTI_SCENARIOS and self.names < 2:
             raise ValueError(f"{self.scenario} locks two names at a time: names must be >= 2")
         cfg = self
         if cfg.control == "redlock-restart":
@@ -205,7 +206,7 @@ class TortureConfig:
     @property
     def names_per_hold(self) -> int:
         """How many names one acquisition takes (each is logged as a hold of its own)."""
-        return 2 if self.scenario in ("multilock", "multiredlock") else 1
+        return 2 if self.scenario in MULTI_SCENARIOS else 1
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``TortureConfig(**d)`` rebuilds it, tuples as lists)."""

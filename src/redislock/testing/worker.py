@@ -44,6 +44,7 @@ import redis.asyncio
 import redislock
 from redislock import AcquireTimeoutError, LockLostError
 from redislock._core.keys import LockKeys
+from redislock.testing.faults import MULTI_SCENARIOS, QUORUM_SCENARIOS
 from redislock.testing.history import History
 from redislock.testing.oracle import OracleClient
 
@@ -62,8 +63,6 @@ _CLASSES = {
     "multiredlock": "MultiRedlock",
 }
 """Scenario -> the lock class (``Async`` + it for an asyncio worker)."""
-_QUORUM = ("redlock", "multiredlock")  # over every master's client
-_MULTI = ("multilock", "multiredlock")  # two names per hold
 
 
 def _err(exc: BaseException) -> str:
@@ -142,8 +141,8 @@ class Worker:
         if s not in _CLASSES:
             raise ValueError(f"unknown scenario {s!r}")
         cls = getattr(redislock, ("Async" if self.asyncio else "") + _CLASSES[s])
-        where: Any = self.clients if s in _QUORUM else self.clients[0]
-        what: Any = list(names) if s in _MULTI else names[0]
+        where: Any = self.clients if s in QUORUM_SCENARIOS else self.clients[0]
+        what: Any = list(names) if s in MULTI_SCENARIOS else names[0]
         if s == "rwlock":
             rw = cls(where, what, **common)
             lock = rw.read() if mode == "s" else rw.write()
@@ -157,7 +156,7 @@ class Worker:
     # ----------------------------------------------------------------- one cycle
 
     def _fences(self, held: Any, parts: list[Part]) -> dict[str, int]:
-        if self.scenario in _MULTI:
+        if self.scenario in MULTI_SCENARIOS:
             tokens = held.fencing_tokens or {}
             return {name: int(tokens.get(name) or 0) for _, name in parts}
         return {parts[0][1]: int(held.fencing_token or 0)}
@@ -242,7 +241,7 @@ class Worker:
             self.oracle.write(name, fences[name], hold, self.w, phase, mode)
 
     async def cycle(self) -> None:
-        if self.scenario in _MULTI and len(self.names) >= 2:
+        if self.scenario in MULTI_SCENARIOS and len(self.names) >= 2:
             names = tuple(sorted(self.rng.sample(self.names, 2)))
         else:
             names = (self.rng.choice(self.names),)

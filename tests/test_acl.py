@@ -122,7 +122,7 @@ def keys_without_ttl(admin: redis.Redis) -> list[str]:
     """Keys that would never expire, fencing counters (and a Semaphore's run-time permit
     count, which the user sets) excepted."""
     names = [str(k) for k in admin.keys("*")]  # the admin client decodes
-    return [k for k in names if admin.pttl(k) == -1 and not k.endswith((":fence", ":permits"))]
+    return [k for k in names if admin.pttl(k) == -1 and not k.endswith((":slotfence", ":permits"))]
 
 
 SINGLE = [k for k in KINDS if not k.quorum]

@@ -230,12 +230,13 @@ def cluster_keys(cluster: LocalCluster) -> list[str]:
 
 
 def assert_one_slot(cluster: LocalCluster, name: str, *, at_least: int = 1) -> list[str]:
-    """Every key in the (flushed) cluster belongs to lock ``name`` and lies in its slot."""
+    """Every key in the (flushed) cluster belongs to lock ``name`` (or is the fencing
+    counter of its slot) and lies in its slot."""
     slot = slot_of(name)
     keys = cluster_keys(cluster)
     assert len(keys) >= at_least, keys
     for key in keys:
-        assert f"{{{name}}}" in key, key
+        assert f"{{{name}}}" in key or key == LockKeys.for_name(name).fence, key
         assert key_slot(key.encode()) == slot, f"{key} is not in slot {slot}"
     return keys
 

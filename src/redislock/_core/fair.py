@@ -27,7 +27,7 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_NO_KEYS: Final = FairKeys("", "", "", "", "", "")
+_NO_KEYS: Final = FairKeys("", "", "", "", "", "", "")
 
 
 @dataclass(slots=True)
@@ -58,7 +58,7 @@ class FairCore(LockCore):
         """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
         k = self.fkeys
         args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
-        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
+        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence), args)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).

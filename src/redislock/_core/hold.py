@@ -48,7 +48,7 @@ from redislock.errors import (
 __all__ = ["MODES", "HoldCore", "check_permits", "permit_id"]
 
 _HOLD = SCRIPTS["hold"]
-_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "")
+_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "", "")
 
 MODES: Final = ("w", "r", "p")
 """``w``: exclusive and reentrant; ``r``: shared and reentrant; ``p``: one permit."""
@@ -70,7 +70,7 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
 def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
     """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[14] role
     letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
-    reader wake, ``p`` permits, ``d`` released).
+    reader wake, ``p`` permits, ``d`` released, ``l`` legacy fence: always with ``f``).
 
     A call declares no other key, so in a Cluster slot whose migration is under way a status
     or an extend (a one-key script) follows ASK to wherever the hash is, instead of failing
@@ -80,9 +80,9 @@ def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0)
     if op in ("status", "extend") or (op == "acquire" and reenter):
         return "h"
     if op == "acquire" and mode == "w" and not marker_ms:
-        return "hf"  # a single try of an exclusive hold: it neither waits nor wakes anyone
+        return "hfl"  # a single try of an exclusive hold: it neither waits nor wakes anyone
     if op == "acquire":
-        return {"w": "hfw", "r": "hfwrs", "p": "hfwkp"}[mode]
+        return {"w": "hflw", "r": "hflwrs", "p": "hflwkp"}[mode]
     if op == "release":  # wakes whoever may now enter
         return "hwkpd" if mode == "p" else "hwkrsd"
     if op == "leave":

@@ -416,7 +416,9 @@ class LockCore:
             while True:
                 sent = time.monotonic()
                 op = Eval(
-                    _ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, lease_ms, meta, marker_ms)
+                    _ACQUIRE,
+                    (keys.lock, keys.fence, keys.wait, keys.legacy_fence),
+                    (token, lease_ms, meta, marker_ms),
                 )
                 try:
                     reply, ack = unwrap((yield self._write(op)))
@@ -577,7 +579,7 @@ class LockCore:
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
         """Ask Redis what ``token`` holds: (status, ttl seconds, fencing token)."""
-        reply = yield Eval(_STATUS, (self.keys.lock, self.keys.fence), (token,))
+        reply = yield Eval(_STATUS, (self.keys.lock, self.keys.legacy_fence), (token,))
         status = as_str(reply[0])
         if status not in ("ok", "gone", "taken"):
             raise UnexpectedReplyError(f"lock_status replied {reply!r}")

@@ -6,12 +6,13 @@
 -- needs no further round trip to take it.
 -- The lock key, fencing counter, lock_extend.lua and lock_status.lua are those of Lock.
 --
--- KEYS[1] lock key      string "<token>|<meta>" with a PX TTL (as Lock)
--- KEYS[2] fence key     integer counter, INCR per grant, never expires
+-- KEYS[1] lock key      string "<token>|<fence>|<meta>" with a PX TTL (as Lock)
+-- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR per grant, never expires
 -- KEYS[3] queue         list of waiter tokens in arrival order
 -- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
--- KEYS[6] done key      release, optional: string "<token>", the last release of this name,
+-- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
+-- KEYS[7] done key      release, optional: string "<token>", the last release of this name,
 --                       PX ARGV[8] (Lock's done key, see lock_release.lua)
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
@@ -21,7 +22,7 @@
 -- ARGV[6] queue_max     acquire: most waiters the queue takes
 -- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
 --                       (a key of the same hash tag; the waiter BLPOPs it)
--- ARGV[8] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
+-- ARGV[8] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
@@ -35,6 +36,7 @@
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
 -- include: _acl.lua
+-- include: _fence.lua
 
 local op, token = ARGV[1], ARGV[2]
 
@@ -48,13 +50,14 @@ end
 do
   local uses = {
     {KEYS[1], {'GET', 'SET', 'DEL', 'PTTL'}},
-    {KEYS[2], {'INCR'}},
+    {KEYS[2], {'GET', 'SET', 'INCR'}},
+    {KEYS[6], {'GET', 'DEL'}},
     {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
     {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
     {grant_key(token), {'DEL', 'RPUSH', 'PEXPIRE'}},
   }
-  if KEYS[6] then uses[7] = {KEYS[6], {'GET', 'SET'}} end
+  if KEYS[7] then uses[8] = {KEYS[7], {'GET', 'SET'}} end
   local no = preflight(uses, true)
   if no then return refused(no) end
 end
@@ -96,8 +99,9 @@ local function grant_next()
     forget(head)
     return redis.error_reply('redislock - waiter info of ' .. KEYS[3] .. ' is malformed')
   end
-  redis.call('SET', KEYS[1], head .. '|' .. meta, 'PX', lease)
-  local fence = redis.call('INCR', KEYS[2])
+  local fence, no = next_fence(KEYS[2], KEYS[6])
+  if no then return failed(no, fence) end
+  redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   forget(head)
   local g = grant_key(head)
   redis.call('DEL', g)
@@ -118,13 +122,16 @@ if op == 'acquire' then
     redis.call('DEL', g)
     forget(token)
     settle()
-    return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+    local fence, no = held_fence(v, KEYS[6])
+    if no then return failed(no, fence) end
+    return {'ok', fence, redis.call('PTTL', KEYS[1])}
   end
   if not v then
     local head = redis.call('LINDEX', KEYS[3], 0)
     if not head or head == token then
-      redis.call('SET', KEYS[1], token .. '|' .. ARGV[4], 'PX', ARGV[3])
-      local fence = redis.call('INCR', KEYS[2])
+      local fence, no = next_fence(KEYS[2], KEYS[6])
+      if no then return failed(no, fence) end
+      redis.call('SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'PX', ARGV[3])
       if head then
         forget(token)
         settle()
@@ -153,7 +160,7 @@ end
 
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
-  if not mine(v) and KEYS[6] and redis.call('GET', KEYS[6]) == token then
+  if not mine(v) and KEYS[7] and redis.call('GET', KEYS[7]) == token then
     return 'ok'  -- released already (and maybe granted on): the same release sent again
   end
   if not v then  -- expired: the next waiter need not wait for its own retry
@@ -163,8 +170,8 @@ if op == 'release' then
   end
   if not mine(v) then return 'taken' end
   redis.call('DEL', KEYS[1])
-  if KEYS[6] then
-    redis.call('SET', KEYS[6], token, 'PX', ARGV[8])
+  if KEYS[7] then
+    redis.call('SET', KEYS[7], token, 'PX', ARGV[8])
   end
   local r = grant_next()
   if r ~= true and r ~= false then return r end
@@ -176,7 +183,9 @@ if op == 'cancel' then
   if mine(v) then
     local g = grant_key(token)
     redis.call('DEL', g)
-    return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+    local fence, no = held_fence(v, KEYS[6])
+    if no then return failed(no, fence) end
+    return {'ok', fence, redis.call('PTTL', KEYS[1])}
   end
   forget(token)
   local g = grant_key(token)

@@ -15,7 +15,8 @@
 --                                milliseconds at which this hold's lease ends
 --                       Expired holds are removed by the next script that reads the hash; the
 --                       key's own TTL always covers the latest lease, so it vanishes with it.
--- KEYS[2] fence key     integer counter, INCR once per new hold (not per re-entry), never expires
+-- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR once per new hold (not per
+--                       re-entry), never expires
 -- KEYS[3] waiters       sorted set: token of each waiting w/p waiter -> server time (ms) its
 --                       entry ends (refreshed by every failed try, removed when it gets in or
 --                       leaves). For ReadWriteLock these are writers: while one waits, new
@@ -28,6 +29,7 @@
 --                       time in milliseconds at which it is forgotten (ARGV[13] after the
 --                       release); the key's TTL is ARGV[13]. A release sent again after a
 --                       lost reply finds its token there and answers "ok"
+-- KEYS[9] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
 -- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)
@@ -45,8 +47,9 @@
 --                       lost reply (redis-py resends on a dropped connection)
 -- ARGV[13] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
 -- ARGV[14] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
---                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released
---                       (KEYS[1] to KEYS[8] above); "" or absent: "hfwkrspd", all eight. A call
+--                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released,
+--                       l legacy fence (KEYS[1] to KEYS[9] above); "" or absent: "hfwkrspdl",
+--                       all nine ("f" always comes with "l"). A call
 --                       declares only the keys it may touch (HoldKeys.roles_for), so during a
 --                       Cluster slot migration a status or extend is a one-key script that
 --                       follows ASK instead of failing with TRYAGAIN on keys that do not exist.
@@ -68,11 +71,12 @@
 --   force    number of holds removed (operator override; wakes every kind of waiter)
 
 -- include: _acl.lua
+-- include: _fence.lua
 
 local op, token = ARGV[1], ARGV[2]
 local K = {}
 local roles = ARGV[14] or ''
-if roles == '' then roles = 'hfwkrspd' end
+if roles == '' then roles = 'hfwkrspdl' end
 for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 
 -- ACL (docs/acl.md): before anything is read or written, each command this script may run on
@@ -82,7 +86,8 @@ for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 do
   local uses = {
     h = {'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
-    f = {'INCR'},
+    f = {'GET', 'SET', 'INCR'},
+    l = {'GET', 'DEL'},
     w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
     k = {'DEL', 'RPUSH', 'PEXPIRE'},
     r = {'SET', 'EXISTS'},
@@ -235,7 +240,8 @@ if op == 'acquire' then
     end
     return {'busy', hint}
   end
-  local fence = redis.call('INCR', K.f)
+  local fence, no = next_fence(K.f, K.l)
+  if no then return failed(no, fence) end
   local h = {mode = mode, count = 1, exp = now + tonumber(ARGV[4]), fence = fence, meta = ARGV[5]}
   holds[token] = h
   n[mode] = n[mode] + 1

@@ -194,9 +194,11 @@ HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN = {("RLock", "GET"), ("Semaphore", "SET")}
-"""hold.lua commands a kind never runs: a permit count (GET) for RLock, a reader's marker
-(SET) for Semaphore."""
+NEVER_RUN: set[tuple[str, str]] = set()
+"""hold.lua commands a kind never runs. None: every kind's acquisition may run GET and SET
+on the fencing counter (moving a name's legacy per-name counter into its slot's), so RLock
+needs GET and Semaphore SET, though RLock reads no permit count and Semaphore sets no
+reader's marker."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:

@@ -8,6 +8,9 @@ Scenarios (sizes are options; the defaults are the issue's):
   tasks, N names       --tasks asyncio tasks on --names names (task i on name i % names)
   threads, one name    --threads threads in one process, all on ONE name
   threads, N names     --threads threads on --names names
+  tasks, shared        --tasks asyncio tasks on ONE name, held by a watchdog lock on the
+                       waiters' own client in their process (the issue's headline case)
+  threads, shared      the same with --threads threads
 
 Libraries, each with its own row per scenario: redislock (``AsyncLock`` / ``Lock``), redis-py's
 Lock (``redis.asyncio.Redis().lock()`` / ``redis.Redis().lock()``), and python-redis-lock
@@ -41,6 +44,24 @@ error) and runs every row in turn in this one run. For each row:
 
 All times are time.monotonic_ns (CLOCK_MONOTONIC, one clock for all processes on Linux).
 
+The two shared-client rows ("tasks-shared", "threads-shared") differ in steps 1 to 4: no
+holder in the parent. In the waiter process, on the waiters' client, a watchdog lock takes
+name 0 before "ready": redislock ``AsyncLock``/``Lock(watchdog_lease=W)``; redis-py's Lock
+``lock(name, timeout=W)`` (sync: ``thread_local=False``) extended with ``extend(W,
+replace_ttl=True)`` every W/3 by a task or thread of ours; python-redis-lock
+``Lock(expire=W, auto_renewal=True)`` (threads only; its own thread renews every 2W/3, counted
+by wrapping the object's ``extend``). The parent's baseline is read before the waiter process
+starts, so the holder's connections count with the waiters'. --hold-leases * W seconds after
+the start the holder stops its renewals (its own loop; redislock and python-redis-lock stop
+theirs in release) and releases, trying again every 0.1 s while the release fails for any
+other reason than "not yours" (redis-py's sync release() forgets the token first: a retry
+calls do_release(token)), until the row's deadline, which is --row-timeout after that
+release time. The holder's report: renewals ok and failed (kinds for redis-py and
+python-redis-lock; redislock counts failures and names the last in its loss reason), lost
+(the library said so: on_lost, a renewal or the release refused), taken (waiter acquisitions
+while the holder still believed it held: before its last release attempt began), and the
+release attempts with their errors by kind.
+
 Columns:
 
   acquired       acquire() returned True, of all waiters
@@ -67,14 +88,19 @@ Columns:
 Below the table: the errors by kind per row, with the first message of each kind; then per
 scenario every peer against redislock (ratios of the same run); then the goals for the
 redislock rows as PASS/FAIL: every waiter acquires and releases (no error), and the waiter
-process uses at most the pool's 100 connections plus 4.
+process uses at most the pool's 100 connections plus 4; for a shared-client row also: the
+holder kept its lock (not lost, never taken) and its first release succeeded. A second
+table shows the shared rows' holders: watchdog lease, the hold it wanted, renewals ok /
+failed, kept or LOST (when the library noticed, when a waiter took the name), the release.
 
 Exit status: 1 if a row failed (the harness, not the library) or mutual exclusion was
-violated (two measured holds of one name overlap); with --check also 1 if a goal failed;
-else 0.
+violated (two measured holds of one name overlap; in a shared row a waiter inside the
+holder's hold is the holder's lost lease, counted as taken, not as a violation); with
+--check also 1 if a goal failed; else 0.
 
 Usage: python bench/waiters.py [--tasks 10000] [--threads 1000] [--names 1000] [--hold 2]
-           [--lease 10] [--row-timeout 120] [--quick] [--scenarios ...] [--libs ...]
+           [--lease 10] [--row-timeout 120] [--watchdog-lease 10] [--hold-leases 3]
+           [--quick] [--scenarios ...] [--libs ...]
            [--json PATH] [--tcp] [--redis-server PATH] [--check]
 """
 
@@ -136,6 +162,7 @@ class Scenario:
     title: str
     kind: str  # "tasks" or "threads"
     many: bool  # False: one name; True: --names names
+    shared: bool = False  # the holder is a watchdog lock on the waiters' own client
 
 
 SCENARIOS = (
@@ -143,6 +170,8 @@ SCENARIOS = (
     Scenario("tasks-many", "asyncio tasks, many names", "tasks", True),
     Scenario("threads-one", "threads, one name", "threads", False),
     Scenario("threads-many", "threads, many names", "threads", True),
+    Scenario("tasks-shared", "asyncio tasks, holder on their client", "tasks", False, True),
+    Scenario("threads-shared", "threads, holder on their client", "threads", False, True),
 )
 SCENARIOS_BY_SLUG = {s.slug: s for s in SCENARIOS}
 LIBS = ("redislock", "redis-py", "python-redis-lock")
@@ -223,6 +252,232 @@ def async_lock(
     raise ValueError(f"library {lib!r} has no asyncio row")
 
 
+# --------------------------------------------------------------------------- shared holder
+
+RELEASE_RETRY_S = 0.1  # a holder whose release failed (not for loss) tries again this often
+
+
+def lost_types() -> tuple[type[BaseException], ...]:
+    """Exceptions by which a library says the hold is no longer the caller's."""
+    found: list[type[BaseException]] = [redislock.NotOwnedError, redis.exceptions.LockError]
+    with contextlib.suppress(ImportError):
+        found.append(importlib.import_module("redis_lock").NotAcquired)
+    return tuple(found)
+
+
+def holder_report() -> dict[str, Any]:
+    """What a shared holder reports (a dict: it crosses the process boundary)."""
+    return {
+        "t_got": 0,  # acquired (before the start)
+        "t_rel": 0,  # the first release attempt began: the end of the hold it wanted
+        "t_last": 0,  # the last release attempt began: until then it believed it held
+        "t_done": 0,  # the last release attempt ended
+        "renewals": 0,  # successful renewals
+        "renewal_failures": 0,
+        "renewal_errors": {},  # kind -> count (redislock counts failures, not their kinds)
+        "lost": False,  # the library said so: on_lost, a renewal or the release
+        "lost_ns": 0,  # when it first said so
+        "lost_reason": "",
+        "release_attempts": 0,
+        "released": False,  # a release attempt succeeded
+        "release_errors": {},  # kind -> count
+        "samples": {},  # kind -> first message
+    }
+
+
+class HolderBase:
+    """A watchdog holder on the waiters' own client, and its report."""
+
+    def __init__(self, lib: str, lease: int) -> None:
+        self.lib = lib
+        self.lease = lease
+        self.rep = holder_report()
+        self.lost_types = lost_types()
+
+    def _count(self, table: str, kind: str, exc: BaseException) -> None:
+        self.rep[table][kind] = self.rep[table].get(kind, 0) + 1
+        self.rep["samples"].setdefault(kind, str(exc)[:200])
+
+    def renewed(self) -> None:
+        self.rep["renewals"] += 1
+
+    def renewal_failed(self, exc: BaseException) -> None:
+        self.rep["renewal_failures"] += 1
+        self._count("renewal_errors", f"holder renew: {type(exc).__name__}", exc)
+        if isinstance(exc, self.lost_types):
+            self.lost(str(exc))
+
+    def lost(self, reason: str) -> None:
+        if not self.rep["lost"]:
+            self.rep.update(lost=True, lost_ns=time.monotonic_ns(), lost_reason=reason[:300])
+
+    def on_lost(self, lock: Any) -> None:  # redislock's callback, from its watchdog
+        self.lost(f"on_lost: {lock!r}")
+
+    def release_failed(self, exc: BaseException) -> bool:
+        """Count a failed release attempt; True if it is worth another."""
+        self._count("release_errors", f"holder release: {type(exc).__name__}", exc)
+        if isinstance(exc, self.lost_types):
+            self.lost(str(exc))
+            return False
+        return True
+
+    def finish(self, lock: Any) -> dict[str, Any]:
+        if self.lib == "redislock":  # its watchdog's own counters
+            st = lock.statistics()
+            self.rep["renewals"] = st.renewals
+            self.rep["renewal_failures"] = st.renewal_failures
+        return self.rep
+
+
+class SyncHolder(HolderBase):
+    """redislock ``Lock`` with its watchdog; redis-py's ``Lock`` with a renewal thread
+    (``extend(lease, replace_ttl=True)`` every lease / 3); python-redis-lock with
+    ``auto_renewal=True`` (its own thread, every lease * 2 / 3, counted through ``extend``)."""
+
+    def __init__(self, lib: str, client: redis.Redis, name: str, lease: int) -> None:
+        super().__init__(lib, lease)
+        self.stop = threading.Event()
+        self.renewer: threading.Thread | None = None
+        self.token: Any = None
+        if lib == "redislock":
+            self.lk: Any = redislock.Lock(
+                client, name, watchdog_lease=float(lease), on_lost=self.on_lost
+            )
+        elif lib == "redis-py":
+            # thread_local=False: its token must be seen by the renewal thread (redis-py's
+            # docs: for a lock used by more than one thread).
+            self.lk = client.lock(name, timeout=lease, thread_local=False)
+        elif lib == "python-redis-lock":
+            redis_lock: Any = importlib.import_module("redis_lock")
+            self.lk = redis_lock.Lock(client, name, expire=lease, auto_renewal=True)
+            extend = self.lk.extend  # its renewal thread calls lock.extend(): count them
+
+            def counted_extend(*a: Any, **kw: Any) -> Any:
+                try:
+                    out = extend(*a, **kw)
+                except Exception as exc:
+                    self.renewal_failed(exc)
+                    raise  # as unwrapped: the exception ends its renewal thread
+                self.renewed()
+                return out
+
+            self.lk.extend = counted_extend
+        else:
+            raise ValueError(f"unknown library {lib!r}")
+
+    def _renew_loop(self) -> None:
+        while not self.stop.wait(self.lease / 3):
+            try:
+                self.lk.extend(self.lease, replace_ttl=True)
+            except Exception as exc:
+                self.renewal_failed(exc)
+                if isinstance(exc, self.lost_types):
+                    return
+            else:
+                self.renewed()
+
+    def acquire(self) -> bool:
+        if not self.lk.acquire(blocking=False):
+            return False
+        self.rep["t_got"] = time.monotonic_ns()
+        if self.lib == "redis-py":
+            self.token = self.lk.local.token
+            self.renewer = threading.Thread(target=self._renew_loop, daemon=True)
+            self.renewer.start()
+        return True
+
+    def _release_once(self, attempt: int) -> None:
+        if self.lib == "redis-py" and attempt:
+            # Its release() forgets the token before the round trip: retry with it.
+            self.lk.do_release(self.token)
+        else:
+            self.lk.release()
+
+    def hold_and_release(self, release_at_ns: int, deadline_ns: int) -> dict[str, Any]:
+        time.sleep(max(0.0, (release_at_ns - time.monotonic_ns()) / 1e9))
+        if self.renewer is not None:
+            self.stop.set()
+            self.renewer.join()
+        rep = self.rep
+        rep["t_rel"] = time.monotonic_ns()
+        while True:
+            rep["t_last"] = time.monotonic_ns()
+            try:
+                self._release_once(rep["release_attempts"])
+            except Exception as exc:
+                rep["release_attempts"] += 1
+                if not self.release_failed(exc) or time.monotonic_ns() >= deadline_ns:
+                    break
+                time.sleep(RELEASE_RETRY_S)
+            else:
+                rep["release_attempts"] += 1
+                rep["released"] = True
+                break
+        rep["t_done"] = time.monotonic_ns()
+        return self.finish(self.lk)
+
+
+class AsyncHolder(HolderBase):
+    """redislock ``AsyncLock`` with its watchdog; redis.asyncio's ``Lock`` with a renewal
+    task (``extend(lease, replace_ttl=True)`` every lease / 3)."""
+
+    def __init__(self, lib: str, client: redis.asyncio.Redis, name: str, lease: int) -> None:
+        super().__init__(lib, lease)
+        self.renewer: asyncio.Task[None] | None = None
+        if lib == "redislock":
+            self.lk: Any = redislock.AsyncLock(
+                client, name, watchdog_lease=float(lease), on_lost=self.on_lost
+            )
+        elif lib == "redis-py":
+            self.lk = client.lock(name, timeout=lease)
+        else:
+            raise ValueError(f"library {lib!r} has no asyncio row")
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self.lk.extend(self.lease, replace_ttl=True)
+            except Exception as exc:
+                self.renewal_failed(exc)
+                if isinstance(exc, self.lost_types):
+                    return
+            else:
+                self.renewed()
+
+    async def acquire(self) -> bool:
+        if not await self.lk.acquire(blocking=False):
+            return False
+        self.rep["t_got"] = time.monotonic_ns()
+        if self.lib == "redis-py":
+            self.renewer = asyncio.create_task(self._renew_loop())
+        return True
+
+    async def hold_and_release(self, release_at_ns: int, deadline_ns: int) -> dict[str, Any]:
+        await asyncio.sleep(max(0.0, (release_at_ns - time.monotonic_ns()) / 1e9))
+        if self.renewer is not None:
+            self.renewer.cancel()
+            await asyncio.wait([self.renewer])
+        rep = self.rep
+        rep["t_rel"] = time.monotonic_ns()
+        while True:
+            rep["t_last"] = time.monotonic_ns()
+            try:
+                await self.lk.release()  # retryable in both libraries' asyncio flavour
+            except Exception as exc:
+                rep["release_attempts"] += 1
+                if not self.release_failed(exc) or time.monotonic_ns() >= deadline_ns:
+                    break
+                await asyncio.sleep(RELEASE_RETRY_S)
+            else:
+                rep["release_attempts"] += 1
+                rep["released"] = True
+                break
+        rep["t_done"] = time.monotonic_ns()
+        return self.finish(self.lk)
+
+
 # --------------------------------------------------------------------------- waiter process
 
 
@@ -289,9 +544,15 @@ def run_threads(
     out_q: Any,
     go: Any,
     deadline: Any,
-) -> tuple[list[Rec], dict[str, str], redis.Redis]:
+    shared: dict[str, Any] | None = None,
+) -> tuple[list[Rec], dict[str, str], redis.Redis, dict[str, Any] | None]:
     client = redis.Redis(**client_kwargs)  # redis-py defaults: pool of 100, 5 s timeout
     locks = [sync_lock(lib, client, name_of(i % n_names), lease) for i in range(n)]
+    holder = None
+    if shared is not None:  # the holder takes the name first, on this same client
+        holder = SyncHolder(lib, client, name_of(0), shared["watchdog_lease"])
+        if not holder.acquire():
+            raise BenchError(f"the holder could not take {name_of(0)!r}")
     results: list[Rec | None] = [None] * n
     samples: dict[str, str] = {}
     start = threading.Event()
@@ -307,10 +568,14 @@ def run_threads(
     out_q.put(("ready",))
     go.wait()
     start.set()
+    report = None
+    if holder is not None and shared is not None:
+        release_at = deadline.value - shared["after_release_ns"]
+        report = holder.hold_and_release(release_at, deadline.value)
     for t in threads:
         t.join(timeout=remaining_s(deadline.value))
     # Threads still running are abandoned (daemon threads; the process exits soon).
-    return _finish(list(results), n_names), dict(samples), client
+    return _finish(list(results), n_names), dict(samples), client, report
 
 
 async def run_tasks(
@@ -322,9 +587,15 @@ async def run_tasks(
     out_q: Any,
     go: Any,
     deadline: Any,
-) -> tuple[list[Rec], dict[str, str], redis.asyncio.Redis]:
+    shared: dict[str, Any] | None = None,
+) -> tuple[list[Rec], dict[str, str], redis.asyncio.Redis, dict[str, Any] | None]:
     client = redis.asyncio.Redis(**client_kwargs)  # redis-py defaults, as above
     locks = [async_lock(lib, client, name_of(i % n_names), lease) for i in range(n)]
+    holder = None
+    if shared is not None:  # the holder takes the name first, on this same client
+        holder = AsyncHolder(lib, client, name_of(0), shared["watchdog_lease"])
+        if not await holder.acquire():
+            raise BenchError(f"the holder could not take {name_of(0)!r}")
     results: list[Rec | None] = [None] * n
     samples: dict[str, str] = {}
     start = asyncio.Event()
@@ -339,12 +610,16 @@ async def run_tasks(
     out_q.put(("ready",))
     await asyncio.get_running_loop().run_in_executor(None, go.wait)
     start.set()
+    report = None
+    if holder is not None and shared is not None:
+        release_at = deadline.value - shared["after_release_ns"]
+        report = await holder.hold_and_release(release_at, deadline.value)
     _done, pending = await asyncio.wait(tasks, timeout=remaining_s(deadline.value))
     for t in pending:
         t.cancel()
     if pending:
         await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
-    return _finish(list(results), n_names), dict(samples), client
+    return _finish(list(results), n_names), dict(samples), client, report
 
 
 def waiter_main(
@@ -358,30 +633,43 @@ def waiter_main(
     go: Any,
     deadline: Any,
     bye: Any,
+    shared: dict[str, Any] | None = None,
 ) -> None:
-    """The waiter process. Messages: ("ready",), then ("done", records, samples, cpu_s) or
-    ("error", traceback). It stays connected until ``bye``, then exits hard (a waiter
-    stuck in a socket call or a library thread cannot keep it alive)."""
+    """The waiter process. Messages: ("ready",), then ("done", records, samples, cpu_s,
+    holder report or None) or ("error", traceback). It stays connected until ``bye``, then
+    exits hard (a waiter stuck in a socket call or a library thread cannot keep it alive).
+    With ``shared`` ({"watchdog_lease": s, "after_release_ns": ns}) a watchdog holder on
+    the waiters' client takes name 0 before "ready" and releases it ``after_release_ns``
+    before the deadline."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us on Ctrl-C
+    default_hook = threading.excepthook
+
+    def quiet_renewer(hook_args: threading.ExceptHookArgs) -> None:
+        # python-redis-lock's renewal thread ends with the failed extend's exception: that
+        # one is counted by the holder, not printed.
+        if hook_args.thread is None or "_lock_renewer" not in hook_args.thread.name:
+            default_hook(hook_args)
+
+    threading.excepthook = quiet_renewer
     try:
         cpu = time.process_time()
         if kind == "tasks":
 
             async def main() -> None:
-                recs, samples, client = await run_tasks(
-                    lib, client_kwargs, n, n_names, lease, out_q, go, deadline
+                recs, samples, client, report = await run_tasks(
+                    lib, client_kwargs, n, n_names, lease, out_q, go, deadline, shared
                 )
-                out_q.put(("done", recs, samples, time.process_time() - cpu))
+                out_q.put(("done", recs, samples, time.process_time() - cpu, report))
                 await asyncio.get_running_loop().run_in_executor(None, bye.wait, BYE_TIMEOUT_S)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(client.aclose(), 2.0)
 
             asyncio.run(main())
         else:
-            recs, samples, client = run_threads(
-                lib, client_kwargs, n, n_names, lease, out_q, go, deadline
+            recs, samples, client, report = run_threads(
+                lib, client_kwargs, n, n_names, lease, out_q, go, deadline, shared
             )
-            out_q.put(("done", recs, samples, time.process_time() - cpu))
+            out_q.put(("done", recs, samples, time.process_time() - cpu, report))
             bye.wait(BYE_TIMEOUT_S)  # connected until the parent has read INFO stats
             with contextlib.suppress(Exception):
                 client.close()
@@ -463,6 +751,24 @@ class RowResult:
     requests_per_acq: float = NAN
     waiter_cpu_s: float = 0.0
     overlaps: int = 0
+    # The shared-client scenarios' holder (defaults elsewhere); times in s from the start.
+    watchdog_lease_s: float = NAN
+    holder_hold_s: float = NAN  # the hold it wanted: the start to its first release attempt
+    holder_renewals: int = 0
+    holder_renewal_failures: int = 0
+    holder_lost: bool = False  # the library said so (on_lost, a renewal, the release)
+    holder_lost_at_s: float = NAN
+    holder_lost_reason: str = ""
+    holder_taken: int = 0  # waiter acquisitions while the holder still believed it held
+    holder_taken_at_s: float = NAN  # the first of them
+    holder_released: bool = False  # a release attempt succeeded
+    holder_release_attempts: int = 0
+    holder_release_s: float = NAN  # first attempt to the end of the last
+
+    @property
+    def holder_kept(self) -> bool:
+        """The shared holder kept its lock to the end and released it."""
+        return not self.holder_lost and not self.holder_taken and self.holder_released
 
     @property
     def title(self) -> str:
@@ -477,8 +783,19 @@ class RowResult:
         return sum(self.errors.values())
 
 
-def analyze(res: RowResult, recs: Sequence[Rec], holder: Sequence[Rec], start_ns: int) -> None:
-    """Fill the row's counts, latencies and overlaps from the waiters' and holder's records."""
+def analyze(
+    res: RowResult,
+    recs: Sequence[Rec],
+    holder: Sequence[Rec],
+    start_ns: int,
+    believed: dict[int, int] | None = None,
+) -> None:
+    """Fill the row's counts, latencies and overlaps from the waiters' and holder's records.
+
+    ``believed`` (the shared rows): per name, until when the holder believed it held (its
+    last release attempt began). A waiter's acquisition before that is not a violation of
+    mutual exclusion but the holder's lease lost (``holder_taken``); among waiters it still
+    is."""
     res.errors = dict(Counter(r[5] for r in recs if r[5]))
     res.acquired = sum(1 for r in recs if r[2])
     res.released = sum(1 for r in recs if not r[5])
@@ -489,17 +806,26 @@ def analyze(res: RowResult, recs: Sequence[Rec], holder: Sequence[Rec], start_ns
         if r[2]:
             by_name.setdefault(r[0], []).append((r, True))
     wakes: list[int] = []
-    overlaps = late = 0
+    overlaps = late = taken = 0
+    first_taken = 0
     for holds in by_name.values():
         holds.sort(key=lambda h: h[0][2])
-        max_rel = 0
+        max_rel = holder_until = 0
         for j, (h, is_waiter) in enumerate(holds):
+            if is_waiter and h[2] < holder_until:
+                taken += 1
+                first_taken = min(first_taken, h[2]) if first_taken else h[2]
             if h[2] < max_rel:
                 overlaps += 1
-            max_rel = max(max_rel, h[3])
+            if believed is not None and not is_waiter:
+                holder_until = max(holder_until, believed.get(h[0], h[3]))
+            else:
+                max_rel = max(max_rel, h[3])
             if not is_waiter or j == 0:
                 continue
             prev = holds[j - 1][0]
+            if h[2] < prev[3]:
+                continue  # it got the name inside the previous hold: not a wake-up
             if h[1] < prev[3]:
                 wakes.append(h[2] - prev[3])
             else:
@@ -508,6 +834,9 @@ def analyze(res: RowResult, recs: Sequence[Rec], holder: Sequence[Rec], start_ns
     waits = sorted(r[2] - r[1] for r in recs if r[2])
     ms = 1e6
     res.wakeups, res.late, res.overlaps = len(wakes), late, overlaps
+    res.holder_taken = taken
+    if first_taken:
+        res.holder_taken_at_s = (first_taken - start_ns) / 1e9
     res.wake_p50_ms, res.wake_p99_ms = pct(wakes, 50) / ms, pct(wakes, 99) / ms
     res.wake_max_ms = wakes[-1] / ms if wakes else NAN
     res.wait_p50_ms, res.wait_p99_ms = pct(waits, 50) / ms, pct(waits, 99) / ms
@@ -553,32 +882,47 @@ def run_row(
     n_names = args.names if sc.many else 1
     res = RowResult(sc, lib, n, n_names)
     admin.flushall()
+    # Shared: the holder lives in the waiter process, on the waiters' client, and wants the
+    # name for --hold-leases watchdog leases; the waiters then get --row-timeout as usual.
+    shared = None
+    hold_s, row_s = args.hold, args.row_timeout
+    if sc.shared:
+        hold_s = args.hold_leases * args.watchdog_lease
+        row_s = hold_s + args.row_timeout
+        shared = {"watchdog_lease": args.watchdog_lease,
+                  "after_release_ns": int(args.row_timeout * 1e9)}  # fmt: skip
+        res.watchdog_lease_s = float(args.watchdog_lease)
     holder_client = redis.Redis(**client_kwargs)  # a separate client, redis-py defaults
     hold_lease = int(args.hold + args.row_timeout + 60)
-    held = hold_names(lib, holder_client, n_names, hold_lease)
+    held = [] if sc.shared else hold_names(lib, holder_client, n_names, hold_lease)
     ctx = mp.get_context("spawn")
     out_q = ctx.Queue()
     go, bye = ctx.Event(), ctx.Event()
     deadline = ctx.RawValue("q", 0)
     proc = ctx.Process(
         target=waiter_main,
-        args=(sc.kind, lib, client_kwargs, n, n_names, args.lease, out_q, go, deadline, bye),
+        args=(sc.kind, lib, client_kwargs, n, n_names, args.lease, out_q, go, deadline, bye,
+              shared),
         daemon=True,
-    )
+    )  # fmt: skip
     monitor = Monitor(client_kwargs, args.poll_ms / 1000.0)
     holder_recs: list[Rec] = []
     holder_errors: Counter[str] = Counter()
     samples: dict[str, str] = {}
     try:
+        if sc.shared:  # the holder connects before "ready": count it with the waiters
+            res.baseline_clients = monitor.connected()
         proc.start()
         _next_message(out_q, proc, time.monotonic() + READY_TIMEOUT_S)  # ("ready",)
-        res.baseline_clients = monitor.connected()
+        if not sc.shared:
+            res.baseline_clients = monitor.connected()
         admin.config_resetstat()
         start_ns = time.monotonic_ns()
-        deadline.value = monitor.until_ns = start_ns + int(args.row_timeout * 1e9)
+        deadline.value = monitor.until_ns = start_ns + int(row_s * 1e9)
         go.set()
         monitor.start()
-        time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9 + args.hold))
+        if held:
+            time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9 + args.hold))
         for i, (t_got, release) in enumerate(held):
             t_rel = time.monotonic_ns()
             try:
@@ -586,8 +930,8 @@ def run_row(
             except Exception as exc:
                 holder_errors[_error_kind("holder release", exc, samples)] += 1
             holder_recs.append((i, 0, t_got, t_rel, time.monotonic_ns(), ""))
-        until = time.monotonic() + args.row_timeout + REPORT_GRACE_S
-        _kind, recs, waiter_samples, cpu = _next_message(out_q, proc, until)
+        until = time.monotonic() + row_s + REPORT_GRACE_S
+        _kind, recs, waiter_samples, cpu, report = _next_message(out_q, proc, until)
         monitor.stop()
         # The waiters are done (or cut off) and still connected: the counters are final.
         stats = admin.info("stats")
@@ -604,9 +948,16 @@ def run_row(
             proc.join(timeout=5.0)
         out_q.close()
         holder_client.close()
-    analyze(res, recs, holder_recs, start_ns)
+    if report is not None:
+        holder_recs.append((0, 0, report["t_got"], report["t_rel"], report["t_done"], ""))
+        take_holder_report(res, report, start_ns)
+        holder_errors.update(report["renewal_errors"])
+        holder_errors.update(report["release_errors"])
+        samples.update(report["samples"])
+    believed = {0: report["t_last"]} if report is not None else None
+    analyze(res, recs, holder_recs, start_ns, believed)
     if res.status == "timed out":
-        res.wall_s = max(res.wall_s, args.row_timeout)
+        res.wall_s = max(res.wall_s, row_s)
     samples.update(waiter_samples)
     res.error_samples = samples
     res.holder_errors = dict(holder_errors)
@@ -619,6 +970,20 @@ def run_row(
     acquisitions = res.acquired + len(holder_recs)
     res.requests_per_acq = res.requests / acquisitions if acquisitions else NAN
     return res
+
+
+def take_holder_report(res: RowResult, rep: dict[str, Any], start_ns: int) -> None:
+    """The shared holder's report (from the waiter process) into the row."""
+    res.holder_hold_s = (rep["t_rel"] - start_ns) / 1e9
+    res.holder_renewals = rep["renewals"]
+    res.holder_renewal_failures = rep["renewal_failures"]
+    res.holder_lost = rep["lost"]
+    if rep["lost"]:
+        res.holder_lost_at_s = (rep["lost_ns"] - start_ns) / 1e9
+        res.holder_lost_reason = rep["lost_reason"]
+    res.holder_released = rep["released"]
+    res.holder_release_attempts = rep["release_attempts"]
+    res.holder_release_s = (rep["t_done"] - rep["t_rel"]) / 1e9
 
 
 def no_nan(x: Any) -> Any:
@@ -655,6 +1020,46 @@ def table(results: Sequence[RowResult]) -> str:
             head + f"| {r.acquired} | {r.error_count} | {r.peak_conns} | {r.peak_blocked} "
             f"| {num(r.wake_p50_ms, '.2f')} / {num(r.wake_p99_ms)} / {num(r.wake_max_ms)} "
             f"| {num(r.wait_p99_ms)} | {wall} | {num(r.requests_per_acq, '.2f')} |"
+        )
+    return "\n".join(lines)
+
+
+def holder_table(results: Sequence[RowResult]) -> str:
+    """The shared-client rows: what became of the holder, next to its waiters' errors."""
+    lines = [
+        "| # | scenario | row | watchdog lease s | held s | renewals ok / failed | holder "
+        "| taken by waiters | release | waiter errors | peak conns |",
+        "|---:|---|---|---:|---:|---:|---|---:|---|---:|---:|",
+    ]
+    for i, r in enumerate(results, 1):
+        if not r.scenario.shared:
+            continue
+        head = f"| {i} | {r.scenario.title} | {r.title} | {num(r.watchdog_lease_s, 'g')} "
+        if r.failed:
+            lines.append(head + f"| {r.status} |" + " |" * 6)
+            continue
+        if r.holder_kept:
+            fate = "kept"
+        elif not r.holder_lost and not r.holder_taken:
+            fate = "kept, never released"
+        else:
+            said = f"noticed at {num(r.holder_lost_at_s, '.1f')} s" if r.holder_lost else ""
+            took = f"taken at {num(r.holder_taken_at_s, '.1f')} s" if r.holder_taken else ""
+            fate = "LOST: " + ", ".join(x for x in (said, took) if x)
+        failed = r.holder_release_attempts - int(r.holder_released)
+        kinds = [k.split(": ", 1)[1] for k in r.holder_errors if k.startswith("holder release")]
+        if not r.holder_released:
+            release = f"FAILED: {', '.join(kinds) or '?'}" + (
+                f" ({failed} tries)" if failed > 1 else ""
+            )
+        elif failed:
+            release = f"ok after {failed} failed ({', '.join(kinds)}; {r.holder_release_s:.1f} s)"
+        else:
+            release = "ok"
+        lines.append(
+            head + f"| {num(r.holder_hold_s, '.1f')} | {r.holder_renewals} / "
+            f"{r.holder_renewal_failures} | {fate} | {r.holder_taken} | {release} "
+            f"| {r.error_count} | {r.peak_conns} |"
         )
     return "\n".join(lines)
 
@@ -718,6 +1123,15 @@ def goals(results: Sequence[RowResult]) -> list[tuple[bool, str]]:
             (ok, f"{'PASS' if ok else 'FAIL'}: {r.scenario.title} / {r.title}: peak "
              f"{r.peak_conns} connections (goal <= {limit})")
         )  # fmt: skip
+        if r.scenario.shared:
+            ok = r.holder_kept and r.holder_release_attempts == 1
+            out.append(
+                (ok, f"{'PASS' if ok else 'FAIL'}: {r.scenario.title} / {r.title}: holder "
+                 f"{'kept' if r.holder_kept else 'LOST'} its lock ({r.holder_renewals} "
+                 f"renewals, {r.holder_renewal_failures} failed), release "
+                 f"{'ok' if r.holder_released else 'FAILED'} after "
+                 f"{r.holder_release_attempts} attempt(s) (goal: kept, released at once)")
+            )  # fmt: skip
     return out
 
 
@@ -737,7 +1151,8 @@ def server(binary: str, tcp: bool) -> Iterator[RedisProcess]:
         yield srv
 
 
-QUICK = {"tasks": 500, "threads": 150, "names": 50, "hold": 0.5, "lease": 2, "row_timeout": 8.0}
+QUICK = {"tasks": 500, "threads": 150, "names": 50, "hold": 0.5, "lease": 2, "row_timeout": 8.0,
+         "watchdog_lease": 2, "hold_leases": 2.0}  # fmt: skip
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -753,6 +1168,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--lease", type=int, help="each waiter's fixed lease, whole seconds (10)")
     ap.add_argument(
         "--row-timeout", type=float, help="seconds a row may run; then waiters are cut off (120)"
+    )
+    ap.add_argument(
+        "--watchdog-lease",
+        type=int,
+        help="the shared rows' holder: its watchdog lease, whole seconds (10)",
+    )
+    ap.add_argument(
+        "--hold-leases",
+        type=float,
+        help="the shared rows' holder keeps the name this many watchdog leases (3)",
     )
     ap.add_argument(
         "--quick",
@@ -783,7 +1208,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--check", action="store_true", help="exit 1 if a goal fails")
     args = ap.parse_args(argv)
     full = {"tasks": 10000, "threads": 1000, "names": 1000, "hold": 2.0, "lease": 10,
-            "row_timeout": 120.0}  # fmt: skip
+            "row_timeout": 120.0, "watchdog_lease": 10, "hold_leases": 3.0}  # fmt: skip
     for key, value in (QUICK if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -793,8 +1218,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown += [s for s in args.libs if s not in LIBS]
     if unknown:
         ap.error(f"unknown --scenarios/--libs {unknown}")
-    if min(args.tasks, args.threads, args.names, args.lease) < 1 or args.hold < 0:
-        ap.error("need --tasks, --threads, --names, --lease >= 1 and --hold >= 0")
+    if min(args.tasks, args.threads, args.names, args.lease, args.watchdog_lease) < 1:
+        ap.error("need --tasks, --threads, --names, --lease, --watchdog-lease >= 1")
+    if args.hold < 0 or args.hold_leases <= 0:
+        ap.error("need --hold >= 0 and --hold-leases > 0")
     if args.row_timeout <= args.hold:
         ap.error("--row-timeout must be longer than --hold")
     return args
@@ -877,9 +1304,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"name {args.hold:g} s; waiter lease {args.lease} s; row timeout {args.row_timeout:g} "
         f"s; default redis-py clients (pool of {POOL_MAX}); {runtime:.0f} s in all"
     )
+    if any(sc.shared for sc, _lib in plan):
+        print(
+            f"holder on the waiters' client: watchdog lease {args.watchdog_lease} s, keeps the "
+            f"name {args.hold_leases:g} leases ({args.hold_leases * args.watchdog_lease:g} s), "
+            f"then the waiters get {args.row_timeout:g} s"
+        )
     print()
     print(table(results))
     print()
+    if any(r.scenario.shared for r in results):
+        print(holder_table(results))
+        print()
     for line in error_lines(results):
         print(f"errors: {line}")
     for line in ratio_lines(results):
@@ -904,6 +1340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "hold_s": args.hold,
                 "lease_s": args.lease,
                 "row_timeout_s": args.row_timeout,
+                "watchdog_lease_s": args.watchdog_lease,
+                "hold_leases": args.hold_leases,
                 "poll_ms": args.poll_ms,
                 "quick": args.quick,
                 "scenarios": args.scenarios,
@@ -916,6 +1354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {
                     "scenario": r.scenario.slug,
                     "kind": r.scenario.kind,
+                    "shared": r.scenario.shared,
+                    "holder_kept": r.holder_kept,
                     "lib": r.lib,
                     "title": r.title,
                     "error_count": r.error_count,

@@ -29,10 +29,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 
 # What each profile runs: scripts (every command in them), and commands sent from Python.
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
-    "Lock": (
-        {"lock_acquire", "lock_release", "lock_extend", "lock_status"},
-        {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
-    ),
+    "Lock": ({"fair", "lock_extend", "lock_status"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "Semaphore": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS", "SET", "DEL"}),
@@ -194,9 +191,10 @@ HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN = {("RLock", "GET"), ("Semaphore", "SET")}
-"""hold.lua commands a kind never runs: a permit count (GET) for RLock, a reader's marker
-(SET) for Semaphore."""
+NEVER_RUN = {("RLock", "GET"), ("Semaphore", "SET"), ("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
+"""Profile commands the scenario never runs: hold.lua's permit count (GET) for RLock, a
+reader's marker (SET) for Semaphore; multi.lua's check of a queued Lock waiter's waiter
+lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases)."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:

@@ -7,16 +7,16 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
     P{N}          the lock: string "<token>|<host>|<pid>|<acquired_unix_ms>" with a PX TTL
     P{N}:fence    fencing counter, INCR on every acquisition, never expires; while the lock
                   is held it equals the holder's fencing token
-    P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
+    P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     wake-up list: a release pushes one element when the marker exists
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits``
-(a run-time permit count). FairLock (:class:`FairKeys`) keeps ``P{N}`` and ``P{N}:fence`` as
-Lock and adds ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and one grant list
-``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``).
+(a run-time permit count). Lock and FairLock (:class:`FairKeys`) queue their waiters in
+``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` with one grant list ``P{N}:grant:<hex>``
+per waiter (see ``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake`` are then MultiLock's.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -28,9 +28,11 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_PREFIX", "FairKeys", "HoldKeys", "LockKeys"]
+__all__ = ["DEFAULT_PREFIX", "GRANT_SUFFIX", "FairKeys", "HoldKeys", "LockKeys"]
 
 DEFAULT_PREFIX = "redislock:"
+GRANT_SUFFIX = ":grant:"
+"""A queued waiter's grant list is ``<lock key>:grant:<hex>`` (:meth:`FairKeys.grant`)."""
 
 
 class LockKeys(NamedTuple):
@@ -140,7 +142,7 @@ class FairKeys(NamedTuple):
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",
-            grant_prefix=base + ":grant:",
+            grant_prefix=base + GRANT_SUFFIX,
         )
 
     def grant(self, token: str) -> str:

@@ -30,14 +30,14 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 # What each profile runs: scripts (every command in them), and commands sent from Python.
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
     "Lock": (
-        {"lock_acquire", "lock_release", "lock_extend", "lock_status"},
+        {"lock_acquire", "lock_release", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
     ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "Semaphore": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS", "SET", "DEL"}),
     "FairLock": (
-        {"fair", "lock_extend", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
     ),
     "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),

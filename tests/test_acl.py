@@ -29,12 +29,15 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 
 # What each profile runs: scripts (every command in them), and commands sent from Python.
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
-    "Lock": ({"fair", "lock_extend", "lock_status"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
+    "Lock": (
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
+        {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
+    ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "Semaphore": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS", "SET", "DEL"}),
     "FairLock": (
-        {"fair", "lock_extend", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
     ),
     "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),

@@ -126,6 +126,9 @@ class Holding:
     release_op: str = ""
     """Op id of a release of a counted hold that got no reply (hold.lua): the next release
     of this hold sends the same id, so a retried decrement counts once ("" when none)."""
+    renewer_ref: Any = field(default=None, repr=False)
+    """A weak reference to the lock object the watchdog renews this hold for (set by the
+    schedule once per hold, so a renewal allocates no object that outlives it)."""
 
 
 @dataclass(frozen=True, slots=True)

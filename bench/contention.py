@@ -154,7 +154,13 @@ class RowSpec:
 
 
 ROWS = (
-    RowSpec("lock", "redislock Lock", True, attempt_keys=("EVALSHA lock_acquire",)),
+    # Lock's tries: lock_acquire up to this change, fair.lua's acquire (queue) since.
+    RowSpec(
+        "lock",
+        "redislock Lock",
+        True,
+        attempt_keys=("EVALSHA lock_acquire", "EVALSHA fair acquire"),
+    ),
     RowSpec("fairlock", "redislock FairLock", True, attempt_keys=("EVALSHA fair acquire",)),
     RowSpec("redis-py-0.1", "redis-py Lock (sleep=0.1)", False, None, ("SET NX",)),
     RowSpec("redis-py-0.001", "redis-py Lock (sleep=0.001)", False, None, ("SET NX",)),

@@ -30,14 +30,14 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 # What each profile runs: scripts (every command in them), and commands sent from Python.
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
     "Lock": (
-        {"lock_acquire", "lock_release", "lock_extend", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
     ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
     "Semaphore": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS", "SET", "DEL"}),
     "FairLock": (
-        {"fair", "lock_extend", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
     ),
     "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
@@ -194,11 +194,12 @@ HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN: set[tuple[str, str]] = set()
-"""hold.lua commands a kind never runs. None: every kind's acquisition may run GET and SET
-on the fencing counter (moving a name's legacy per-name counter into its slot's), so RLock
-needs GET and Semaphore SET, though RLock reads no permit count and Semaphore sets no
-reader's marker."""
+NEVER_RUN = {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
+"""Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
+waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases). Every
+kind's acquisition may run GET and SET on the fencing counter (moving a name's legacy
+per-name counter into its slot's), so RLock needs GET and Semaphore SET, though RLock reads
+no permit count and Semaphore sets no reader's marker."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:

@@ -29,6 +29,7 @@ SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith("_"))
 ACL_PART = (SCRIPT_DIR / "_acl.lua").read_bytes()  # included where a script says so
 FENCE_PART = (SCRIPT_DIR / "_fence.lua").read_bytes()
+QUEUE_PART = (SCRIPT_DIR / "_queue.lua").read_bytes()
 NAMES = sorted(SCRIPTS)
 CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
 
@@ -68,6 +69,7 @@ def test_script_object_matches_its_file(name: str) -> None:
         .read_bytes()
         .replace(b"-- include: _acl.lua\n", ACL_PART)
         .replace(b"-- include: _fence.lua\n", FENCE_PART)
+        .replace(b"-- include: _queue.lua\n", QUEUE_PART)
     )
     assert script.name == name
     assert script.source.encode("utf-8") == raw
@@ -129,7 +131,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_release": ["wake_ttl_ms", "done_ms"],
         "lock_force_release": ["wake_ttl_ms"],
         "hold": ["ms", "marker_ms", "wake_ms", "done_ms"],
-        "fair": ["lease_ms", "waiter_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "done_ms", "wake_ttl_ms"],
         "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
@@ -141,7 +143,7 @@ _MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers|dones|se
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
 
-_FENCE_USE = re.compile(r"\b(next_fence|held_fence)\(([^)]*)\)")
+_FENCE_USE = re.compile(r"\b(next_fence|peek_fence|held_fence)\(([^)]*)\)")
 
 
 def test_fence_part_touches_only_the_keys_it_is_given() -> None:
@@ -154,6 +156,7 @@ def test_fence_part_touches_only_the_keys_it_is_given() -> None:
     assert "KEYS" not in code
     assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
         ("next_fence", "counter, legacy"),
+        ("peek_fence", "counter, legacy"),
         ("held_fence", "v, legacy"),
     ]
 
@@ -162,7 +165,8 @@ def test_fence_part_touches_only_the_keys_it_is_given() -> None:
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
     would break Redis Cluster routing and could collide with another lock's keys)."""
-    own = Script(name, SCRIPTS[name].source.replace(FENCE_PART.decode(), ""), "")
+    source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
+    own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
     key = (
         r"KEYS\[[^\]]+\]?\]"
@@ -186,7 +190,15 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             # The one documented exception: a waiter's grant list, named from the declared
             # prefix ARGV[7] (same hash tag, so the same slot) and the waiter's token.
             assert "local g = grant_key(" in code
-            assert re.search(r"return ARGV\[7\] \.\. string\.sub\(redis\.sha1hex\(tok\)", code)
+            assert re.search(r"return grant_list\(ARGV\[7\], tok\)", code)
+            continue
+        if name == "multi" and first.strip() == "g":
+            # The same exception: a release wakes a queued waiter of a name it frees on its
+            # grant list, the name's lock key (same hash tag) + ARGV[11] + its token's hash.
+            assert re.search(r"for _, g in ipairs\(heads\) do", code)
+            assert re.findall(r"heads\[#heads \+ 1\] = (.*)", code) == [
+                "grant_list(locks[i] .. ARGV[11], head)"
+            ]
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are
@@ -200,8 +212,8 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
             assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K
             continue
-        if name == "redlock_fence":
-            # Any number of fence keys, each read and written as KEYS[i] in one loop.
+        if name in ("redlock_fence", "lock_renew"):
+            # Any number of keys, each read and written as KEYS[i] in one loop.
             assert first.strip() == "KEYS[i]"
             assert "for i = 1, #KEYS do" in code
             continue
@@ -214,13 +226,13 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
         for local in ("locks", "gone", "markers", "wake", "dones", "done", "set"):
             for value in re.findall(rf"\b{local}(?:\[[^\]]*\])? = (.+)", code):
                 assert re.fullmatch(r"KEYS\[[\w *+\-()\[\]]*\]|locks\[i\]|\{\}.*", value), value
-    elif name == "redlock_fence":
+    elif name in ("redlock_fence", "lock_renew"):
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
     elif name == "hold":
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # only to fill K
     else:
         assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
-    assert "#KEYS" not in code or name == "redlock_fence"
+    assert "#KEYS" not in code or name in ("redlock_fence", "lock_renew")
     # no key prefix spelled out in Lua (the ACL refusal's message is not a key)
     assert "redislock:" not in code.replace("'NOPERM redislock: '", "")
     assert not {cmd.upper() for cmd, _ in calls} & {"KEYS", "SCAN", "SELECT", "RENAME"}
@@ -257,4 +269,8 @@ def test_lua_keys_are_hash_tagged_together() -> None:
     """The cases use the real key layout: every key of one call shares a slot."""
     slot: Callable[[str], int] = lambda k: redis.crc.key_slot(k.encode())  # noqa: E731
     for case in CASES:
+        if case.script == "lock_renew":
+            # The one exception: the watchdog renews holds of many names in one call, only
+            # through a plain (one-node) client, never a cluster client.
+            continue
         assert len({slot(k) for k in (*case.keys, *case.extra)}) == 1, case.id

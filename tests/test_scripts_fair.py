@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from redislock._core.fair import FairCore
+from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FAIR,
@@ -17,6 +18,7 @@ from tests.scriptcases import (
     SLACK,
     THIRD,
     TOKEN,
+    WAKE_MS,
     WMETA,
     At,
     Between,
@@ -24,18 +26,23 @@ from tests.scriptcases import (
     Clock,
     Error,
     F,
+    K,
     absent,
     base_core,
     facq,
     fair_args,
     fheld,
     granted,
+    marker,
     not_queued,
     queue_ttl,
     run_case,
     ttl,
     waiter,
+    woken,
 )
+
+FULL = (*FAIR, K.done, K.wait, K.wake)  # release, force: with Lock's done key, MultiLock's marker
 
 CASES = [
     # ---------------------------------------------------------------- fair: acquire
@@ -304,6 +311,86 @@ CASES = [
         after=[(("GET", F.fence), "3"), *absent(F.lock, F.queue)],
     ),
     Case(
+        "fair-release-fast-path-wakes-a-waiting-multilock",  # nobody queued: Lock's release
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS, WAKE_MS),
+        "ok",
+        setup=[fheld(TOKEN), ("SET", F.fence, 3), marker(K.wait)],
+        after=[
+            *absent(F.lock, F.queue),
+            *woken(K.wake),
+            (("GET", K.done), TOKEN),
+            (("GET", F.fence), "3"),
+        ],
+    ),
+    Case(
+        "fair-release-grants-and-wakes-a-waiting-multilock",
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS, WAKE_MS),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), marker(K.wait)],
+        after=[*granted(OTHER, 4, 8000), *woken(K.wake), (("GET", K.done), TOKEN)],
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
+        "fair-acquire-no-queue-limit",  # a Lock's queue (queue_max 0)
+        "fair",
+        FAIR,
+        facq(waiter_ms=1000, queue_max=0),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER), *waiter(THIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [THIRD, TOKEN])],
+    ),
+    Case(
+        "fair-acquire-single-try-on-a-held-lock-is-busy",  # the fast path: nobody queued
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER)],
+        after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.fence)],
+    ),
+    Case(
+        # The fast path peeks at the counters and writes nothing when its SET NX fails: an
+        # earlier version's holder keeps its token (the legacy counter) and no token burns.
+        "fair-acquire-single-try-on-an-earlier-versions-hold-writes-nothing",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER, fence=None), ("SET", F.legacy_fence, 9), ("SET", F.fence, 4)],
+        after=[
+            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.legacy_fence), "9"),
+            (("GET", F.fence), "4"),
+            *absent(F.queue, F.leases),
+        ],
+    ),
+    Case(
+        "fair-acquire-fast-path-takes-the-greater-counter",  # slot counter ahead of legacy
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 8, 10000],
+        setup=[("SET", F.legacy_fence, 3), ("SET", F.fence, 7)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|8|{META}"),
+            (("GET", F.fence), "8"),
+            *absent(F.legacy_fence, F.queue),
+        ],
+    ),
+    Case(
+        "fair-acquire-fast-path-foreign-counter",  # not an integer: refused, nothing written
+        "fair",
+        FAIR,
+        facq(),
+        Error("not an integer"),
+        setup=[("SET", F.fence, "x")],
+        after=[*absent(F.lock, F.queue), (("GET", F.fence), "x")],
+    ),
+    Case(
         "fair-release-taken",
         "fair",
         FAIR,
@@ -490,3 +577,6 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     assert op.args == facq()
     assert fair_core._fair("release", TOKEN).args == fair_args("release")
     assert fair_core._fair("force", "").args == fair_args("force", "")
+    assert fair_core._release_op(TOKEN).keys == FULL
+    assert fair_core._release_op(TOKEN).args == (*fair_args("release"), DONE_MS, base.wake_ms)
+    assert fair_core._ending("force", "").keys == FULL

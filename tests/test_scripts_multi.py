@@ -13,6 +13,7 @@ from redislock._core.lock import DONE_MS
 from redislock._core.multi import MultiCore
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
+    FOURTH,
     M1,
     M2,
     MACQ,
@@ -20,9 +21,13 @@ from tests.scriptcases import (
     MLOCKS,
     MREL,
     OTHER,
+    Q1,
+    Q2,
     SLACK,
+    THIRD,
     TOKEN,
     WAKE_MS,
+    At,
     Between,
     Case,
     Error,
@@ -156,6 +161,28 @@ CASES = [
             (("GET", M1.done), f"{TOKEN}|rel|ok|2|0"),  # one memo per chunk
             (("PTTL", M1.done), Between(DONE_MS - SLACK, DONE_MS)),
         ],
+    ),
+    Case(
+        "multi-release-wakes-the-first-live-queued-waiter",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["ok", 2, 0],
+        setup=[
+            mheld(M1),
+            mheld(M2),
+            ("RPUSH", Q2.queue, OTHER, THIRD, FOURTH),
+            ("ZADD", Q2.leases, At(-10), OTHER),  # dead: its waiter lease has ended
+            ("ZADD", Q2.leases, At(1000), THIRD),
+            ("ZADD", Q2.leases, At(1000), FOURTH),
+        ],
+        after=[
+            *absent(M1.lock, M2.lock, Q1.grant(OTHER), Q2.grant(OTHER), Q2.grant(FOURTH)),
+            (("LRANGE", Q2.grant(THIRD), 0, -1), ["0"]),  # a wake-up, not a grant
+            (("PTTL", Q2.grant(THIRD)), Between(WAKE_MS - SLACK, WAKE_MS)),
+            (("LRANGE", Q2.queue, 0, -1), [OTHER, THIRD, FOURTH]),  # fair.lua tidies it
+        ],
+        extra=(Q2.grant(THIRD),),
     ),
     Case(
         "multi-release-sent-again-answers-as-the-first",

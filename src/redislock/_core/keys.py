@@ -11,16 +11,17 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   acquisition of every name of that slot, never expires
     P{N}:fence    legacy: the per-name counter of earlier versions; the first script that
                   issues a token to N moves it into the slot counter and deletes it
-    P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
+    P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     wake-up list: a release pushes one element when the marker exists
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits``
-(a run-time permit count). FairLock (:class:`FairKeys`) keeps ``P{N}`` and the fencing keys as
-Lock and adds ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and one grant list
-``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``).
+(a run-time permit count). Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the fencing
+keys and queue their waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` with one
+grant list ``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``); ``P{N}:wait`` /
+``P{N}:wake`` are then MultiLock's.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -49,6 +50,7 @@ from typing import Final, NamedTuple
 __all__ = [
     "DEFAULT_PREFIX",
     "FENCE_SUFFIX",
+    "GRANT_SUFFIX",
     "FairKeys",
     "HoldKeys",
     "LockKeys",
@@ -58,6 +60,8 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "redislock:"
+GRANT_SUFFIX = ":grant:"
+"""A queued waiter's grant list is ``<lock key>:grant:<hex>`` (:meth:`FairKeys.grant`)."""
 
 SLOTS: Final = 16384
 """Hash slots of Redis Cluster (and of the fencing counters, on any server)."""
@@ -224,7 +228,7 @@ class FairKeys(NamedTuple):
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",
-            grant_prefix=base + ":grant:",
+            grant_prefix=base + GRANT_SUFFIX,
             legacy_fence=base + ":fence",
         )
 

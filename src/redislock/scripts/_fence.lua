@@ -33,6 +33,24 @@ local function next_fence(counter, legacy)
   return fence
 end
 
+-- The token next_fence would issue now, read without writing anything: returns fence, or
+-- (error reply, command). A script that writes a fresh lock value only if the key is free
+-- (SET NX) peeks first, puts the token into that one write, and only if it succeeded issues
+-- the token with next_fence, which then returns the same number (one script: nothing runs
+-- in between), so the value is written once and a failed try writes nothing.
+local function peek_fence(counter, legacy)
+  local have = redis.pcall('GET', counter)
+  if bad(have) then return have, 'GET' end
+  local old = redis.pcall('GET', legacy)
+  if bad(old) then return old, 'GET' end
+  local n, o = tonumber(have or '0'), tonumber(old or '0')
+  if not n or not o then  -- not a counter: as INCR would answer
+    return redis.error_reply('ERR value is not an integer or out of range'), 'GET'
+  end
+  if o > n then n = o end
+  return n + 1
+end
+
 -- The fencing token stored in lock value v (a holder's own), or for a value of the earlier
 -- format the legacy counter (while such a hold lasts, it is that hold's token): returns
 -- fence, or (error reply, command).

@@ -1,10 +1,14 @@
--- fair: a mutex granted in arrival (FIFO) order with direct hand-off (FairLock).
+-- fair: a mutex granted in arrival (FIFO) order with direct hand-off (Lock and FairLock).
 -- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
 -- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
 -- is skipped about one waiter lease after it stopped renewing; and a release grants the
 -- lock to the next live waiter itself (one push wakes exactly that waiter), so the waiter
--- needs no further round trip to take it.
--- The lock key, fencing counter, lock_extend.lua and lock_status.lua are those of Lock.
+-- needs no further round trip to take it, and the releasing client cannot take it back.
+-- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
+-- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
+-- below: no ACL preflight, no TIME).
+-- The lock key, fencing counter, done key, lock_extend.lua and lock_status.lua are those of
+-- Lock; MultiLock (multi.lua) takes the same lock keys and wakes the head of this queue.
 --
 -- KEYS[1] lock key      string "<token>|<fence>|<meta>" with a PX TTL (as Lock)
 -- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR per grant, never expires
@@ -14,16 +18,22 @@
 -- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
 -- KEYS[7] done key      release, optional: string "<token>", the last release of this name,
 --                       PX ARGV[8] (Lock's done key, see lock_release.lua)
+-- KEYS[8] waiters key   release, force, optional (with KEYS[7]): MultiLock's marker "some
+--                       client is waiting" (see multi.lua); its presence makes a release
+--                       push one wake-up to KEYS[9]
+-- KEYS[9] wake key      with KEYS[8]: list, PX ARGV[9] (MultiLock's waiters BLPOP it)
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
 -- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
 -- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
--- ARGV[6] queue_max     acquire: most waiters the queue takes
+-- ARGV[6] queue_max     acquire: most waiters the queue takes; 0: no limit
 -- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
---                       (a key of the same hash tag; the waiter BLPOPs it)
+--                       (a key of the same hash tag; the waiter BLPOPs it). A grant pushes the
+--                       fencing token; multi.lua's release pushes "0" (a wake-up: try again)
 -- ARGV[8] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
+-- ARGV[9] wake_ttl_ms   with KEYS[8]: how long an unconsumed wake-up stays, milliseconds
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms}        queued (or, for a single try, not taken); hint_ms bounds
@@ -35,13 +45,95 @@
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
+--   any op   error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing was
+--            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
+-- A failed SET NX of the lock key is always followed by a GET of it (the audit relies on it).
 -- include: _acl.lua
 -- include: _fence.lua
+-- include: _queue.lua
 
 local op, token = ARGV[1], ARGV[2]
 
+local function mine(v)
+  return v and string.sub(v, 1, #token + 1) == token .. '|'
+end
+
+-- MultiLock's waiters leave a marker on a busy name and block on its wake list: a release
+-- (or force) that was given KEYS[8] pushes one wake-up when the marker is there. Through
+-- pcall, so a fast path can call it too; returns an error reply, or nil.
+local function wake_marked()
+  if not KEYS[8] then return nil end
+  local r = redis.pcall('EXISTS', KEYS[8])
+  if bad(r) then return failed('EXISTS', r) end
+  if r == 1 then
+    r = redis.pcall('DEL', KEYS[9])
+    if bad(r) then return failed('DEL', r) end
+    r = redis.pcall('RPUSH', KEYS[9], '1')
+    if bad(r) then return failed('RPUSH', r) end
+    r = redis.pcall('PEXPIRE', KEYS[9], ARGV[9])
+    if bad(r) then
+      redis.pcall('DEL', KEYS[9])  -- undo: never a wake list without a TTL
+      return failed('PEXPIRE', r)
+    end
+  end
+  return nil
+end
+
+-- Fast paths, while nobody is queued (every command through pcall, the writes in an order
+-- whose every prefix is safe, as lock_acquire.lua and lock_release.lua): Lock's one round
+-- trip when uncontended. Anything else falls through to the queue below.
+if op == 'acquire' then
+  local q = redis.pcall('EXISTS', KEYS[3])
+  if bad(q) then return failed('EXISTS', q) end
+  if q == 0 then
+    -- The value is written once, with the token it would get (_fence.lua: peek_fence)
+    local fence, no = peek_fence(KEYS[2], KEYS[6])
+    if no then return failed(no, fence) end
+    local r = redis.pcall(
+      'SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'NX', 'PX', ARGV[3])
+    if bad(r) then return failed('SET', r) end
+    if r then
+      r, no = next_fence(KEYS[2], KEYS[6])  -- issues that token
+      if no then
+        redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
+        return failed(no, r)
+      end
+      return {'ok', fence, tonumber(ARGV[3])}
+    end
+    local v = redis.pcall('GET', KEYS[1])
+    if bad(v) then return failed('GET', v) end
+    if ARGV[5] == '0' and not mine(v) then  -- a single try on a held lock: busy
+      r = redis.pcall('PTTL', KEYS[1])
+      if bad(r) then return failed('PTTL', r) end
+      return {'busy', r}
+    end
+  end
+elseif op == 'release' then
+  local v = redis.pcall('GET', KEYS[1])
+  if bad(v) then return failed('GET', v) end
+  if mine(v) then
+    local q = redis.pcall('EXISTS', KEYS[3])
+    if bad(q) then return failed('EXISTS', q) end
+    if q == 0 then
+      local r = wake_marked()
+      if r then return r end
+      if KEYS[7] then
+        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[8])
+        if bad(r) then return failed('SET', r) end
+      end
+      r = redis.pcall('DEL', KEYS[1])
+      if bad(r) then
+        -- Not released: forget the release (SET just worked; DEL did not).
+        if KEYS[7] then redis.pcall('SET', KEYS[7], '', 'PX', 1) end
+        return failed('DEL', r)
+      end
+      return 'ok'
+    end
+  end
+end
+
 local function grant_key(tok)
-  return ARGV[7] .. string.sub(redis.sha1hex(tok), 1, 20)
+  return grant_list(ARGV[7], tok)
 end
 
 -- ACL (docs/acl.md): each command this script may run on each key it declares (and on a
@@ -57,7 +149,11 @@ do
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
     {grant_key(token), {'DEL', 'RPUSH', 'PEXPIRE'}},
   }
-  if KEYS[7] then uses[8] = {KEYS[7], {'GET', 'SET'}} end
+  if KEYS[7] then uses[#uses + 1] = {KEYS[7], {'GET', 'SET'}} end
+  if KEYS[8] then
+    uses[#uses + 1] = {KEYS[8], {'EXISTS'}}
+    uses[#uses + 1] = {KEYS[9], {'DEL', 'RPUSH', 'PEXPIRE'}}
+  end
   local no = preflight(uses, true)
   if no then return refused(no) end
 end
@@ -111,10 +207,6 @@ local function grant_next()
   return true
 end
 
-local function mine(v)
-  return v and string.sub(v, 1, #token + 1) == token .. '|'
-end
-
 if op == 'acquire' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
@@ -147,7 +239,8 @@ if op == 'acquire' then
   end
   if not redis.call('ZSCORE', KEYS[4], token) then
     local len = redis.call('LLEN', KEYS[3])
-    if len >= tonumber(ARGV[6]) then
+    local most = tonumber(ARGV[6])
+    if most > 0 and len >= most then
       return {'full', len}
     end
     redis.call('RPUSH', KEYS[3], token)
@@ -169,11 +262,13 @@ if op == 'release' then
     return 'gone'
   end
   if not mine(v) then return 'taken' end
+  local r = wake_marked()  -- checked by the preflight: cannot fail now
+  if r then return r end
   redis.call('DEL', KEYS[1])
   if KEYS[7] then
     redis.call('SET', KEYS[7], token, 'PX', ARGV[8])
   end
-  local r = grant_next()
+  r = grant_next()
   if r ~= true and r ~= false then return r end
   return 'ok'
 end
@@ -200,7 +295,9 @@ end
 
 if op == 'force' then
   local n = redis.call('DEL', KEYS[1])
-  local r = grant_next()
+  local r = wake_marked()
+  if r then return r end
+  r = grant_next()
   if r ~= true and r ~= false then return r end
   return n
 end

@@ -16,24 +16,23 @@
 -- on timeouts and dropped connections) gets {"ok", fence} for its own hold (the token stored
 -- in the lock value), with the TTL set to ttl_ms again, so the lease runs from the retry,
 -- never from before the client sent it.
--- The first command is always the SET NX, and a GET of the lock key follows it iff it failed;
--- a success then writes the value again with the token in it.
+-- The value is written once, by the SET NX, with the token it would get (peek_fence in
+-- _fence.lua): only if it was set is the token issued. A GET of the lock key follows the
+-- SET NX iff it failed.
 
 -- include: _acl.lua
 -- include: _fence.lua
 
-local r = redis.pcall('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2])
+local fence, no = peek_fence(KEYS[2], KEYS[4])
+if no then return failed(no, fence) end
+local r = redis.pcall(
+  'SET', KEYS[1], ARGV[1] .. '|' .. fence .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2])
 if bad(r) then return failed('SET', r) end
 if r then
-  local fence, no = next_fence(KEYS[2], KEYS[4])
+  r, no = next_fence(KEYS[2], KEYS[4])  -- issues that token
   if no then
     redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
-    return failed(no, fence)
-  end
-  r = redis.pcall('SET', KEYS[1], ARGV[1] .. '|' .. fence .. '|' .. ARGV[3], 'PX', ARGV[2])
-  if bad(r) then
-    redis.pcall('DEL', KEYS[1])
-    return failed('SET', r)
+    return failed(no, r)
   end
   return {'ok', fence}
 end
@@ -42,7 +41,7 @@ if bad(v) then return failed('GET', v) end
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   r = redis.pcall('PEXPIRE', KEYS[1], ARGV[2])
   if bad(r) then return failed('PEXPIRE', r) end
-  local fence, no = held_fence(v, KEYS[4])
+  fence, no = held_fence(v, KEYS[4])
   if no then return failed(no, fence) end
   return {'ok', fence}
 end

@@ -664,10 +664,10 @@ CASES = [
         setup=[hold(mode="r", count=2, fence=9), ttl(H.lock, 5000)],
     ),
     Case(
-        "hold-extend-declares-the-hash-only",
+        "hold-extend-declares-the-hash-and-its-index",  # both exist together (slot migration)
         "hold",
-        (H.lock,),
-        (*hold_args("extend", ms=3000, extend_mode="add"), OP_A, DONE, "h"),
+        (H.lock, H.expiry),
+        (*hold_args("extend", ms=3000, extend_mode="add"), OP_A, DONE, "hx"),
         ["ok", Between(8000 - SLACK, 8000)],
         setup=[hold(fence=3), ttl(H.lock, 5000)],
         after=[(("PTTL", H.lock), Between(8000 - SLACK, 8000))],
@@ -675,8 +675,8 @@ CASES = [
     Case(
         "hold-undeclared-keys-count-as-absent",  # a Semaphore's release names no reader keys
         "hold",
-        (H.lock, H.wait, H.wake, H.permits, H.released),
-        (*hold_args("release", mode="p", permits=3), OP_A, DONE, "hwkpd"),
+        (H.lock, H.wait, H.wake, H.permits, H.released, H.expiry),
+        (*hold_args("release", mode="p", permits=3), OP_A, DONE, "hwkpdx"),
         ["ok", 0],
         setup=[hold(mode="p"), ttl(H.lock, 5000), marker(H.rwait)],
         after=[*absent(H.lock, H.rwake, H.wake)],
@@ -879,13 +879,13 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     )
     expected = acq(TOKEN, "p", 10000, marker_ms=1500, reenter=True, companion=FOURTH, permits=3)
     assert op.script is SCRIPTS["hold"]
-    assert op.keys == (H.lock,)  # a re-entry touches the hash only
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "h")
+    assert op.keys == (H.lock, H.expiry)  # a re-entry touches the hash and its index only
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "hx")
     op = hold_core._op("extend", TOKEN, ms=3000, extend_mode="add")
     expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "h")
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "hx")
     # Each call declares only the keys it may touch (ARGV[14] names them), all of HOLD's.
-    roles = dict(zip("hfwkrspd", HOLD, strict=True))
+    roles = dict(zip("hfwkrspdx", HOLD, strict=True))
     for mode in ("w", "r", "p"):
         core = HoldCore.for_mode(base, mode, 3 if mode == "p" else 0)
         for op in (
@@ -898,12 +898,13 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
         ):
             assert op.keys == tuple(roles[r] for r in str(op.args[13]))
     sem = HoldCore.for_mode(base, "p", 3)
-    assert sem._op("acquire", TOKEN, ms=1).args[13] == "hfwkp"
-    assert sem._release_op(TOKEN).args[13] == "hwkpd"
-    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[13] == "hfwrs"
+    assert sem._op("acquire", TOKEN, ms=1).args[13] == "hfwkpx"
+    assert sem._release_op(TOKEN).args[13] == "hwkpdx"
+    assert sem._op("status", TOKEN).args[13] == "h"  # a one-key script (slot migration)
+    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[13] == "hfwrsx"
     exclusive = HoldCore.for_mode(base, "w")
-    assert exclusive._op("acquire", TOKEN, ms=1).args[13] == "hf"  # a single try
-    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[13] == "hfw"
+    assert exclusive._op("acquire", TOKEN, ms=1).args[13] == "hfx"  # a single try
+    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[13] == "hfwx"
     # The calls a retry must not apply twice carry an op id (ARGV[12]).
     for op in (
         hold_core._extend_op(TOKEN, 3000, "add"),

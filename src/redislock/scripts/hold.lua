@@ -133,39 +133,6 @@ local function num(v)
   return string.format('%.0f', v)
 end
 
-if op ~= 'status' and op ~= 'leave' then
-  if not K.x then
-    return redis.error_reply('redislock - hold ' .. tostring(op) .. ' needs the expiry index')
-  end
-  -- the index has one member per field; otherwise rebuild it from the hash (see KEYS[9])
-  if redis.call('HLEN', K.h) ~= redis.call('ZCARD', K.x) then
-    local flat = redis.call('HGETALL', K.h)
-    local found = {}
-    for i = 1, #flat, 2 do
-      local mode, _, exp = string.match(flat[i + 1], SHAPE)
-      if not mode then return redis.error_reply(malformed()) end
-      found[#found + 1] = {flat[i], mode, tonumber(exp)}
-    end
-    redis.call('DEL', K.x)
-    for _, f in ipairs(found) do
-      if f[3] <= now then
-        redis.call('HDEL', K.h, f[1])
-      else
-        redis.call('ZADD', K.x, num(BAND[f[2]] + f[3]), f[1])
-      end
-    end
-  end
-  -- drop a few ended holds (they are never counted: see live() and bound())
-  for _, mode in ipairs(MODES) do
-    local ended = redis.call('ZRANGEBYSCORE', K.x, num(BAND[mode]), num(BAND[mode] + now),
-      'LIMIT', 0, PRUNE)
-    if #ended > 0 then
-      redis.call('HDEL', K.h, unpack(ended))
-      redis.call('ZREM', K.x, unpack(ended))
-    end
-  end
-end
-
 -- live holds of one mode: O(log n)
 local function live(mode)
   return redis.call('ZCOUNT', K.x, '(' .. num(BAND[mode] + now), '(' .. num(BAND[mode] + SPAN))
@@ -235,6 +202,40 @@ local function settle()
   else
     redis.call('PEXPIRE', K.h, latest - now)
     redis.call('PEXPIRE', K.x, latest - now)
+  end
+end
+
+if op ~= 'status' and op ~= 'leave' then
+  if not K.x then
+    return redis.error_reply('redislock - hold ' .. tostring(op) .. ' needs the expiry index')
+  end
+  -- the index has one member per field; otherwise rebuild it from the hash (see KEYS[9])
+  if redis.call('HLEN', K.h) ~= redis.call('ZCARD', K.x) then
+    local flat = redis.call('HGETALL', K.h)
+    local found = {}
+    for i = 1, #flat, 2 do
+      local mode, _, exp = string.match(flat[i + 1], SHAPE)
+      if not mode then return redis.error_reply(malformed()) end
+      found[#found + 1] = {flat[i], mode, tonumber(exp)}
+    end
+    redis.call('DEL', K.x)
+    for _, f in ipairs(found) do
+      if f[3] <= now then
+        redis.call('HDEL', K.h, f[1])
+      else
+        redis.call('ZADD', K.x, num(BAND[f[2]] + f[3]), f[1])
+      end
+    end
+    settle()
+  end
+  -- drop a few ended holds (they are never counted: see live() and bound())
+  for _, mode in ipairs(MODES) do
+    local ended = redis.call('ZRANGEBYSCORE', K.x, num(BAND[mode]), num(BAND[mode] + now),
+      'LIMIT', 0, PRUNE)
+    if #ended > 0 then
+      redis.call('HDEL', K.h, unpack(ended))
+      redis.call('ZREM', K.x, unpack(ended))
+    end
   end
 end
 

@@ -932,6 +932,19 @@ CASES = [
         ],
     ),
     Case(
+        "hold-index-an-ended-score-of-a-live-hold-is-mended-not-pruned",  # the hash is the record
+        "hold",
+        HOLD,
+        hold_args("count", ""),
+        [0, 1, 0, 0],
+        setup=[hold(TOKEN, "r"), ("ZADD", H.expiry, Score("r", -1000), TOKEN), *both_ttl(5000)],
+        after=[
+            *index_matches(1),
+            (("ZSCORE", H.expiry, TOKEN), InBand("r", 5000, 5000)),
+            (("HGET", H.lock, TOKEN), HoldValue("r", 1, 1, 5000, 5000)),
+        ],
+    ),
+    Case(
         "hold-index-a-hash-deleted-by-hand-frees-the-name",
         "hold",
         HOLD,

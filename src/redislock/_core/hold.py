@@ -5,7 +5,9 @@
 Source: Redisson's reentrant ``RLock`` (a hash ``owner -> count`` kept by Lua scripts),
 ``RReadWriteLock`` and ``RPermitExpirableSemaphore``, with one lease per hold kept inside
 the hold (see ``scripts/hold.lua``), so one key serves every holder (cluster-safe) and a
-crashed reader or permit holder frees its share when its own lease ends.
+crashed reader or permit holder frees its share when its own lease ends. A sorted set beside
+the hash (``HoldKeys.expiry``) indexes the holds by lease end, so a call costs O(log n) in
+the holds of the name, not a read of the whole hash.
 
 A :class:`HoldCore` manages the holds of ONE owner: the shells keep one core per thread
 (sync) or per task (asyncio) for reentrant kinds, and one per permit for ``Semaphore``.

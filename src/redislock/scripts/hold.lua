@@ -8,7 +8,9 @@
 -- (ZCOUNT, ZRANGEBYSCORE ... LIMIT 0 1: O(log n) in the number of holds n), so a read hold,
 -- a permit, a re-entry, a release and a renewal cost O(log n), also with 10,000 holds on
 -- one name. Ended holds are removed a few at a time (at most PRUNE per mode per call); they
--- are never counted, since counts and bounds only look at scores after now.
+-- are never counted, since counts and bounds only look at scores after now. Hash-field
+-- expiry (HPEXPIRE: Redis 7.4, Valkey 9) is not used: it could drop ended holds, but not
+-- count the live ones per mode nor find the latest lease, and Redis 6.2 and 7.0 lack it.
 --
 -- KEYS[1] hash          one field per hold:
 --                         field  owner token
@@ -41,7 +43,8 @@
 --                       Same TTL as KEYS[1]. Its size always equals the hash's: when they
 --                       differ (a hash written before this index existed, by an older
 --                       version or by hand), the call rebuilds the index from the hash once
---                       (HGETALL, O(n)) before it does anything else.
+--                       (HGETALL, O(n)) before it does anything else. The hash is the record:
+--                       a hold is pruned only if its hash value says its lease ended.
 -- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)
@@ -62,9 +65,10 @@
 --                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released,
 --                       x expiry index (KEYS[1] to KEYS[9] above); "" or absent: "hfwkrspdx",
 --                       all nine. Every op but status and leave needs h and x. A call
---                       declares only the keys it may touch (HoldKeys.roles_for), so during a
---                       Cluster slot migration a status or extend is a one-key script that
---                       follows ASK instead of failing with TRYAGAIN on keys that do not exist.
+--                       declares only the keys it may touch (hold.py: hold_roles), so during a
+--                       Cluster slot migration a status is a one-key script that follows ASK
+--                       (an extend: the hash and its index, which exist together) instead of
+--                       failing with TRYAGAIN on keys that do not exist.
 --                       A key left out is treated as absent (no waiters, no wake-up, no
 --                       permit count: ARGV[9]).
 -- returns
@@ -209,6 +213,23 @@ if op ~= 'status' and op ~= 'leave' then
   if not K.x then
     return redis.error_reply('redislock - hold ' .. tostring(op) .. ' needs the expiry index')
   end
+  -- drop a few ended holds (they are never counted: see live() and bound()); the hash is the
+  -- record, so each is checked there first (an index out of step with it is mended below)
+  for _, mode in ipairs(MODES) do
+    local ended = redis.call('ZRANGEBYSCORE', K.x, num(BAND[mode]), num(BAND[mode] + now),
+      'LIMIT', 0, PRUNE)
+    for _, tok in ipairs(ended) do
+      local v = redis.call('HGET', K.h, tok)
+      local vmode, _, exp = string.match(v or '', SHAPE)
+      if v and not vmode then return redis.error_reply(malformed()) end
+      if vmode and tonumber(exp) > now then
+        redis.call('ZADD', K.x, num(BAND[vmode] + tonumber(exp)), tok)
+      else
+        if v then redis.call('HDEL', K.h, tok) end
+        redis.call('ZREM', K.x, tok)
+      end
+    end
+  end
   -- the index has one member per field; otherwise rebuild it from the hash (see KEYS[9])
   if redis.call('HLEN', K.h) ~= redis.call('ZCARD', K.x) then
     local flat = redis.call('HGETALL', K.h)
@@ -227,15 +248,6 @@ if op ~= 'status' and op ~= 'leave' then
       end
     end
     settle()
-  end
-  -- drop a few ended holds (they are never counted: see live() and bound())
-  for _, mode in ipairs(MODES) do
-    local ended = redis.call('ZRANGEBYSCORE', K.x, num(BAND[mode]), num(BAND[mode] + now),
-      'LIMIT', 0, PRUNE)
-    if #ended > 0 then
-      redis.call('HDEL', K.h, unpack(ended))
-      redis.call('ZREM', K.x, unpack(ended))
-    end
   end
 end
 

@@ -854,7 +854,8 @@ def test_slot_migration_of_a_held_lock_sync(
     partly missing (a lock's wait and wake keys usually do not exist), gets TRYAGAIN, which
     redis-py retries and then raises (``ClusterError``); a single-key script follows ASK.
     No call hangs and none answers wrong. For the hash kinds, which declare per call only
-    the keys it touches, the holder's calls all answer. Once ``SETSLOT NODE`` is done, the
+    the keys it touches, the holder's calls all answer, but for an extend while its hash
+    and the hash's expiry index are on different masters. Once ``SETSLOT NODE`` is done, the
     lock is intact on the new master: owned, extendable, excluding the rival, and released
     normally."""
     name = f"mig-{kind}"
@@ -879,10 +880,15 @@ def test_slot_migration_of_a_held_lock_sync(
         cluster.finish_migration(slot, src, to)
     record("errors", seen)
     if kind == "rlock":
-        # hold.lua declares only the keys a call touches: owned, extend and locked are
-        # one-key calls that follow ASK, and a single try needs the hash and the fencing
-        # counter only, so it fails only while those two are on different masters.
-        assert set(seen) <= {"split: rival try ClusterError", "migrating: rival wait ClusterError"}
+        # hold.lua declares only the keys a call touches: owned and locked are one-key
+        # calls that follow ASK, an extend needs the hash and its expiry index, and a single
+        # try those and the fencing counter, so each fails only while its keys are on
+        # different masters.
+        assert set(seen) <= {
+            "split: extend ClusterError",
+            "split: rival try ClusterError",
+            "migrating: rival wait ClusterError",
+        }
     assert cluster.master_of(slot).id == to.id
     assert to.admin.exists(lock_key(name)) == 1
     assert on_a(a.owned)

@@ -855,7 +855,8 @@ def test_slot_migration_of_a_held_lock_sync(
     partly missing (a lock's wait and wake keys usually do not exist), gets TRYAGAIN, which
     redis-py retries and then raises (``ClusterError``); a single-key script follows ASK.
     No call hangs and none answers wrong. For the hash kinds, which declare per call only
-    the keys it touches, the holder's calls all answer. Once ``SETSLOT NODE`` is done, the
+    the keys it touches, the holder's calls all answer, but for an extend while its hash
+    and the hash's expiry index are on different masters. Once ``SETSLOT NODE`` is done, the
     lock is intact on the new master: owned, extendable, excluding the rival, and released
     normally."""
     name = f"mig-{kind}"
@@ -880,11 +881,13 @@ def test_slot_migration_of_a_held_lock_sync(
         cluster.finish_migration(slot, src, to)
     record("errors", seen)
     if kind == "rlock":
-        # hold.lua declares only the keys a call touches: owned, extend and locked are
-        # one-key calls that follow ASK. A try also declares the fencing counter and the
-        # name's legacy per-name counter, which is usually absent (it is read to move it
-        # into the slot counter), so a rival's try may get TRYAGAIN at every stage.
+        # hold.lua declares only the keys a call touches: owned and locked are one-key
+        # calls that follow ASK, an extend needs the hash and its expiry index, so it fails
+        # only while they are on different masters. A try also declares the fencing counter
+        # and the name's legacy per-name counter, which is usually absent (it is read to move
+        # it into the slot counter), so a rival's try may get TRYAGAIN at every stage.
         assert set(seen) <= {
+            "split: extend ClusterError",
             "migrating: rival try ClusterError",
             "split: rival try ClusterError",
             "moved: rival try ClusterError",

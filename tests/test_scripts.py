@@ -207,7 +207,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             continue
         if name == "hold":
             # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[14]'s letters.
-            assert re.fullmatch(r"K\.[hfwkrspdl]", first.strip()), f"{command} {first}"
+            assert re.fullmatch(r"K\.[hfwkrspdlx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
             assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K

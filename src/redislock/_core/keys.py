@@ -17,11 +17,12 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
-``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits``
-(a run-time permit count). Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the fencing
-keys and queue their waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` with one
-grant list ``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``); ``P{N}:wait`` /
-``P{N}:wake`` are then MultiLock's.
+``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
+add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits`` (a run-time permit count).
+Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the fencing keys and queue their
+waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` with one grant list
+``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake``
+are then MultiLock's.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -156,6 +157,7 @@ _HOLD_ROLES = {
     "p": "permits",
     "d": "released",
     "l": "legacy_fence",
+    "x": "expiry",
 }
 """hold.lua's key role letters (its ARGV[14]) and the :class:`HoldKeys` field each names."""
 
@@ -176,6 +178,8 @@ class HoldKeys(NamedTuple):
     permits: str
     released: str
     legacy_fence: str
+    expiry: str
+    """The expiry index: a sorted set, owner token -> the end of its lease (hold.lua)."""
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> HoldKeys:
@@ -195,6 +199,7 @@ class HoldKeys(NamedTuple):
             permits=base + ":permits",
             released=base + ":released",
             legacy_fence=base + ":fence",
+            expiry=base + ":expiry",
         )
 
     def declared(self, roles: str) -> tuple[str, ...]:

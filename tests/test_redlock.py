@@ -46,6 +46,7 @@ from redislock import (
     QuorumError,
     Redlock,
 )
+from redislock._core.keys import LockKeys
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 from tests.masters import N_MASTERS, amaster, master
@@ -65,7 +66,8 @@ def lock_key(name: str) -> str:
 
 
 def fence_key(name: str) -> str:
-    return f"redislock:{{{name}}}:fence"
+    """The fencing counter of ``name``: its hash slot's, shared with that slot's names."""
+    return LockKeys.for_name(name).fence
 
 
 def text(value: object) -> str:

@@ -28,6 +28,8 @@ from tests.test_scripts_multi import CASES as MULTI_CASES
 SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith("_"))
 ACL_PART = (SCRIPT_DIR / "_acl.lua").read_bytes()  # included where a script says so
+FENCE_PART = (SCRIPT_DIR / "_fence.lua").read_bytes()
+QUEUE_PART = (SCRIPT_DIR / "_queue.lua").read_bytes()
 NAMES = sorted(SCRIPTS)
 CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
 
@@ -62,7 +64,13 @@ def test_every_lua_file_is_loaded_and_vice_versa() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_script_object_matches_its_file(name: str) -> None:
     script = SCRIPTS[name]
-    raw = (SCRIPT_DIR / f"{name}.lua").read_bytes().replace(b"-- include: _acl.lua\n", ACL_PART)
+    raw = (
+        (SCRIPT_DIR / f"{name}.lua")
+        .read_bytes()
+        .replace(b"-- include: _acl.lua\n", ACL_PART)
+        .replace(b"-- include: _fence.lua\n", FENCE_PART)
+        .replace(b"-- include: _queue.lua\n", QUEUE_PART)
+    )
     assert script.name == name
     assert script.source.encode("utf-8") == raw
     assert not re.search(rb"^-- include: ", raw, re.M)  # every include expanded
@@ -123,7 +131,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_release": ["wake_ttl_ms", "done_ms"],
         "lock_force_release": ["wake_ttl_ms"],
         "hold": ["ms", "marker_ms", "wake_ms", "done_ms"],
-        "fair": ["lease_ms", "waiter_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "done_ms", "wake_ttl_ms"],
         "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
@@ -135,11 +143,43 @@ _MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers|dones|se
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
 
+_FENCE_USE = re.compile(r"\b(next_fence|peek_fence|held_fence)\(([^)]*)\)")
+
+
+def test_fence_part_touches_only_the_keys_it_is_given() -> None:
+    """_fence.lua's helpers run commands on their key parameters only (the scripts pass
+    ``KEYS[n]``: see the next test)."""
+    code = "\n".join(line.split("--", 1)[0] for line in FENCE_PART.decode().splitlines())
+    calls = _CALL.findall(code)
+    assert {cmd for cmd, _ in calls} == {"GET", "SET", "DEL", "INCR"}
+    assert {first.strip() for _, first in calls} == {"counter", "legacy"}
+    assert "KEYS" not in code
+    assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
+        ("next_fence", "counter, legacy"),
+        ("peek_fence", "counter, legacy"),
+        ("held_fence", "v, legacy"),
+    ]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
     would break Redis Cluster routing and could collide with another lock's keys)."""
-    code = "\n".join(code_lines(SCRIPTS[name]))
+    source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
+    own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
+    code = "\n".join(code_lines(own))
+    key = (
+        r"KEYS\[[^\]]+\]?\]"
+        if name == "multi"
+        else r"K\.[fl]"
+        if name == "hold"
+        else r"KEYS\[\d+\]"
+    )
+    for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
+        keys = [a.strip() for a in args.split(",")]
+        if helper == "held_fence":
+            keys = keys[1:]  # the first argument is a lock value
+        assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
     calls = _CALL.findall(code)
     assert calls, "no redis.call found"
     assert code.count("redis.call(") + code.count("redis.pcall(") == len(calls)
@@ -150,7 +190,15 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             # The one documented exception: a waiter's grant list, named from the declared
             # prefix ARGV[7] (same hash tag, so the same slot) and the waiter's token.
             assert "local g = grant_key(" in code
-            assert re.search(r"return ARGV\[7\] \.\. string\.sub\(redis\.sha1hex\(tok\)", code)
+            assert re.search(r"return grant_list\(ARGV\[7\], tok\)", code)
+            continue
+        if name == "multi" and first.strip() == "g":
+            # The same exception: a release wakes a queued waiter of a name it frees on its
+            # grant list, the name's lock key (same hash tag) + ARGV[11] + its token's hash.
+            assert re.search(r"for _, g in ipairs\(heads\) do", code)
+            assert re.findall(r"heads\[#heads \+ 1\] = (.*)", code) == [
+                "grant_list(locks[i] .. ARGV[11], head)"
+            ]
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are
@@ -159,7 +207,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             continue
         if name == "hold":
             # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[14]'s letters.
-            assert re.fullmatch(r"K\.[hfwkrspd]", first.strip()), f"{command} {first}"
+            assert re.fullmatch(r"K\.[hfwkrspdlx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
             assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K

@@ -30,7 +30,7 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_NO_KEYS: Final = FairKeys("", "", "", "", "", "")
+_NO_KEYS: Final = FairKeys("", "", "", "", "", "", "")
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
@@ -72,7 +72,7 @@ class FairCore(LockCore):
         """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
         k = self.fkeys
         args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
-        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
+        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence), args)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).

@@ -270,7 +270,11 @@ class RedlockCore(LockCore):
         fencing token, or None when no majority granted it or the token could not be made
         safe)."""
         keys = self.keys
-        op = Eval(_ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, self.lease_ms, meta, 0))
+        op = Eval(
+            _ACQUIRE,
+            (keys.lock, keys.fence, keys.wait, keys.legacy_fence),
+            (token, self.lease_ms, meta, 0),
+        )
         replies = yield self._all(op, self._decider(("busy",)))
         outcomes = [outcome_of(r) for r in replies]
         counters: list[dict[str, int] | None] = [
@@ -420,7 +424,7 @@ class RedlockCore(LockCore):
     def _status_all(self, token: str) -> Flow[tuple[list[str], list[float]]]:
         """What ``token`` holds on every master: outcome words, and the TTL in seconds of
         each master where it holds."""
-        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.fence), (token,)))
+        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.legacy_fence), (token,)))
         return _with_ttls(replies)
 
     def locked_flow(self) -> Flow[bool]:

@@ -301,36 +301,32 @@ class AsyncMasters:
         """Read the fast path's replies in turn, all under one timeout that ends at
         ``deadline`` (the others' replies arrive meanwhile and wait in their buffers); after
         it, a reply already in its buffer is still taken, a master with none is late (its
-        connection is closed). Removes each answered master from ``sent``."""
-        late = False
-        while sent:
-            i, conn, sub, command = sent[-1]
-            if late:
-                reply, keep = await _read_now(self.clients[i], conn, sub, command)
-            else:
-                try:
-                    async with asyncio.timeout_at(_loop_time(deadline)):
-                        while sent:
-                            i, conn, sub, command = sent[-1]
-                            reply, keep = await _read(self.clients[i], conn, sub, command)
-                            sent.pop()
-                            await self._settle(i, conn, lanes, reply, keep, replies)
-                    return
-                except TimeoutError:
-                    late = True
-                    reply, keep = NodeLateError(_LATE), False
-            sent.pop()
-            await self._settle(i, conn, lanes, reply, keep, replies)
-
-    async def _settle(
-        self, i: int, conn: Any, lanes: list[Lane], reply: object, keep: bool, replies: list[object]
-    ) -> None:
-        replies[i] = reply
-        if keep:
-            await _give_back(self.clients[i], lanes[i], conn)
-        else:
-            await _drop(self.clients[i], conn)
-            self.memories[i].suspect = True
+        connection is closed). Removes each master it read from ``sent``."""
+        got: list[tuple[int, Any, object, bool]] = []
+        try:
+            try:
+                async with asyncio.timeout_at(_loop_time(deadline)):
+                    while sent:
+                        i, conn, sub, command = sent[-1]
+                        reply, keep = await _read(self.clients[i], conn, sub, command)
+                        sent.pop()
+                        got.append((i, conn, reply, keep))
+            except TimeoutError:
+                i, conn, _, _ = sent.pop()  # its read was cut short: redis-py closed it
+                got.append((i, conn, NodeLateError(_LATE), False))
+                while sent:
+                    i, conn, sub, command = sent[-1]
+                    reply, keep = await _read_now(self.clients[i], conn, sub, command)
+                    sent.pop()
+                    got.append((i, conn, reply, keep))
+        finally:
+            for i, conn, reply, keep in got:
+                replies[i] = reply
+                if keep:
+                    await _give_back(self.clients[i], lanes[i], conn)
+                else:
+                    await _drop(self.clients[i], conn)
+                    self.memories[i].suspect = True
 
     def _submit(
         self,

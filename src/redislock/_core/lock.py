@@ -19,7 +19,9 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Self
+from typing import Any, ClassVar, Final, Self
+
+from redis.exceptions import ResponseError
 
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
@@ -32,6 +34,7 @@ from redislock._core.ops import (
     Replicated,
     as_int,
     as_str,
+    script_error,
     unwrap,
 )
 from redislock._core.options import (
@@ -580,15 +583,12 @@ class LockCore:
             return None
         return min(self.lease, left)
 
-    def renew_flow(self, h: Holding) -> Flow[tuple[float | None, bool]]:
-        """One watchdog step for ``h``.
-
-        Returns (monotonic time of the next step, or None to stop renewing ``h``; whether
-        this step found the lease lost, so the shell must call ``on_lost``).
-        """
+    def renewal_due(self, h: Holding, now: float) -> float | tuple[float | None, bool]:
+        """The first half of a watchdog step for ``h`` at monotonic time ``now``: the TTL to
+        renew to, in seconds, or the step's outcome (as :meth:`renew_flow` returns) when no
+        renewal is to be sent."""
         if h.closing or h.lost or h is not self.holding:
             return None, False
-        now = time.monotonic()
         seconds = self.renewal_seconds(h, now)
         if seconds is None:
             # The schedule runs this up to COALESCE before the lease end it was scheduled
@@ -596,11 +596,12 @@ class LockCore:
             if now < h.expires_at - 2 * COALESCE:
                 return h.expires_at, False
             return None, self.mark_lost(h, "max_lease reached; the lease was left to expire")
-        sent = time.monotonic()
-        try:
-            status, _ = yield from self._extend_step(h, seconds, "max")
-        except Exception as exc:  # Redis unreachable, timed out, refused the command
-            return self.renewal_error(h, exc)
+        return seconds
+
+    def renewal_done(self, h: Holding, status: str, sent: float) -> tuple[float | None, bool]:
+        """The second half: after Redis answered ``status`` ("ok", "gone" or "taken") to the
+        renewal of ``h`` sent at monotonic time ``sent`` (``h.expires_at`` already updated
+        on "ok")."""
         if status != "ok":
             self.counters.renewal_failures += 1
             return None, self.mark_lost(h, self._why(h, status))
@@ -609,6 +610,70 @@ class LockCore:
         # safety margin a second time.
         # (Never later than the lease end: a TTL capped by max_lease may end sooner.)
         return min(sent + self.renew_interval, h.expires_at), False
+
+    def renew_flow(self, h: Holding) -> Flow[tuple[float | None, bool]]:
+        """One watchdog step for ``h``.
+
+        Returns (monotonic time of the next step, or None to stop renewing ``h``; whether
+        this step found the lease lost, so the shell must call ``on_lost``).
+        """
+        seconds = self.renewal_due(h, time.monotonic())
+        if isinstance(seconds, tuple):
+            return seconds
+        sent = time.monotonic()
+        try:
+            status, _ = yield from self._extend_step(h, seconds, "max")
+        except Exception as exc:  # Redis unreachable, timed out, refused the command
+            return self.renewal_error(h, exc)
+        return self.renewal_done(h, status, sent)
+
+    @property
+    def lock_renew(self) -> bool:
+        """Whether the watchdog may renew this core's holds in a ``lock_renew.lua`` call
+        shared with other locks (see :meth:`renew_entry`, :meth:`renewed`): its renewal is
+        ``lock_extend`` "max" on the lock key alone, and the master is not tracked."""
+        return self._LOCK_RENEW and not self.track_master
+
+    _LOCK_RENEW: ClassVar[bool] = True
+    """False for a kind whose renewal is another script (set by ``__init_subclass__``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super(LockCore, cls).__init_subclass__(**kwargs)  # (slots: no zero-argument super)
+        if any(
+            getattr(cls, name) is not getattr(LockCore, name)
+            for name in ("renew_flow", "_extend_step", "_extend_op")
+        ):
+            cls._LOCK_RENEW = False
+
+    def renew_entry(self, h: Holding, now: float) -> str | tuple[float | None, bool]:
+        """For ``lock_renew.lua`` (cores with :attr:`lock_renew`): the ``"<token> <ms>"``
+        pair to renew ``h`` with at monotonic time ``now``, or the step's outcome when no
+        renewal is to be sent. The key is ``self.keys.lock``; the renewal counts as sent at
+        ``now`` (take it before the call is sent)."""
+        seconds = self.renewal_due(h, now)
+        if isinstance(seconds, tuple):
+            return seconds
+        return f"{h.token} {validate.to_ms(seconds)}"
+
+    def renewed(self, h: Holding, reply: object, sent: float) -> tuple[float | None, bool]:
+        """The outcome (as :meth:`renew_flow` returns) of ``h``'s entry in a
+        ``lock_renew.lua`` reply, or of the error the call failed with (``reply``: an
+        exception; a script error is typed as the drivers do); ``sent``: the ``now`` given
+        to :meth:`renew_entry`."""
+        if isinstance(reply, BaseException):
+            if isinstance(reply, ResponseError):
+                reply = script_error(reply) or reply
+            return self.renewal_error(h, reply)
+        try:
+            status = as_str(reply[0])  # type: ignore[index]
+            ttl = as_int(reply[1]) / 1000.0  # type: ignore[index]
+            if status not in ("ok", "gone", "taken"):
+                raise UnexpectedReplyError(f"extend (lock_renew) replied {reply!r}")
+        except Exception as exc:  # as renew_flow: a reply it cannot read is a failure
+            return self.renewal_error(h, exc)
+        if status == "ok":
+            h.expires_at = sent + ttl
+        return self.renewal_done(h, status, sent)
 
     def renewal_error(self, h: Holding, error: BaseException) -> tuple[float | None, bool]:
         """After a renewal that failed with ``error``: as :meth:`renew_flow` returns.

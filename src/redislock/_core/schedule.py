@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 import weakref
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from redislock._core.lock import COALESCE, Holding
+from redislock._core.ops import Eval, _parts
+from redislock._core.scripts import SCRIPTS
 
-__all__ = ["BATCH", "COALESCE", "Schedule", "batches"]
+if TYPE_CHECKING:
+    from redislock._handle import Renewable
+
+__all__ = ["BATCH", "COALESCE", "RenewCall", "Schedule", "batches"]
 
 L = TypeVar("L")
 
@@ -97,17 +103,84 @@ BATCH = 256
 
 
 def batches(
-    due: list[tuple[L, Holding]], key: Callable[[L], object], pipelines: Callable[[object], bool]
+    due: list[tuple[L, Holding]],
+    key: Callable[[L], object],
+    pipelines: Callable[[object], bool],
+    kind: Callable[[L], object] | None = None,
 ) -> list[list[tuple[L, Holding]]]:
-    """Due renewals grouped by client ``key(lock)``: at most :data:`BATCH` a group for a
-    client that ``pipelines``, one a group for any other (so nobody waits behind a node
-    that hangs)."""
-    groups: dict[int, tuple[object, list[tuple[L, Holding]]]] = {}
+    """Due renewals grouped by client ``key(lock)`` (and by ``kind(lock)`` if given): at
+    most :data:`BATCH` a group for a client that ``pipelines``, one a group for any other
+    (so nobody waits behind a node that hangs)."""
+    groups: dict[tuple[int, object], tuple[object, list[tuple[L, Holding]]]] = {}
     for item in due:
-        client = key(item[0])
-        groups.setdefault(id(client), (client, []))[1].append(item)
+        lock = item[0]
+        client = key(lock)
+        found = groups.get(group_key := (id(client), None if kind is None else kind(lock)))
+        if found is None:
+            found = groups[group_key] = (client, [])
+        found[1].append(item)
     out: list[list[tuple[L, Holding]]] = []
     for client, group in groups.values():
         size = BATCH if pipelines(client) else 1
         out.extend(group[k : k + size] for k in range(0, len(group), size))
     return out
+
+
+_RENEW = SCRIPTS["lock_renew"]
+
+
+class RenewCall:
+    """Due renewals of plain locks (:attr:`LockCore.lock_renew`) sharing one single-node
+    client, as ONE ``lock_renew.lua`` call built straight from the holds: no flow and no
+    :class:`~redislock._core.ops.Batch` per hold (with 100,000 watchdog leases those were
+    most of the watchdog's CPU).
+
+    The renewals count as sent when the call is built (before it is sent: the local lease
+    estimates start no later than the server's TTLs). The shell sends :attr:`op` (if not
+    None), then hands the reply to :meth:`settle`, or the error (a failed or timed-out call)
+    to :meth:`fail`; :attr:`results` then holds every hold's outcome, as
+    :meth:`LockCore.renew_flow` returns.
+    """
+
+    __slots__ = ("group", "op", "results", "sent", "waiting")
+
+    def __init__(self, group: list[tuple[Renewable, Holding]]) -> None:
+        self.group = group
+        self.results: list[tuple[float | None, bool] | None] = [None] * len(group)
+        self.sent = now = time.monotonic()
+        keys: list[str] = []
+        entries: list[str] = []
+        self.waiting: list[int] = []  # indices of the holds in the call, in KEYS order
+        for i, (lock, h) in enumerate(group):
+            core = lock._core
+            entry = core.renew_entry(h, now)
+            if type(entry) is str:
+                keys.append(core.keys.lock)
+                entries.append(entry)
+                self.waiting.append(i)
+            else:
+                self.results[i] = entry  # type: ignore[assignment]  # a (due, fire) pair
+        self.op = Eval(_RENEW, tuple(keys), (" ".join(entries),)) if keys else None
+
+    def deadline(self) -> float:
+        """The earliest local lease end among the holds in the call (monotonic): a reply
+        later than that is too late for one of them."""
+        group = self.group
+        return min(group[i][1].expires_at for i in self.waiting)
+
+    def settle(self, reply: object) -> None:
+        """Apply ``lock_renew``'s reply: each hold gets its own entry (an error reply: the
+        same error for each)."""
+        group, results, sent = self.group, self.results, self.sent
+        for i, part in zip(self.waiting, _parts(reply, len(self.waiting)), strict=True):
+            lock, h = group[i]
+            results[i] = lock._core.renewed(h, part, sent)
+
+    def fail(self, error: BaseException) -> None:
+        """The call failed with ``error`` (or got no answer in time): a failed renewal for
+        every hold in it that has no outcome yet."""
+        group, results, sent = self.group, self.results, self.sent
+        for i in self.waiting:
+            if results[i] is None:
+                lock, h = group[i]
+                results[i] = lock._core.renewed(h, error, sent)

@@ -21,8 +21,8 @@ import redis.asyncio
 
 from redislock._core.lock import Holding
 from redislock._core.ops import Batch
-from redislock._core.schedule import COALESCE, Schedule, batches
-from redislock.aio._driver import run_batch
+from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
+from redislock.aio._driver import execute, run_batch
 
 if TYPE_CHECKING:
     from redislock._handle import Renewable
@@ -78,7 +78,7 @@ class AsyncRenewer:
             while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
                 due.append(item)
             if due:
-                for group in batches(due, _client_of, _pipelines):
+                for group in batches(due, _client_of, _pipelines, _lock_renew):
                     keep(asyncio.ensure_future(self._renew(group)))
                 del due
                 continue  # look again: an eager task may have rescheduled already
@@ -99,24 +99,10 @@ class AsyncRenewer:
         # own so a slow Redis delays nobody else, bounded by the end of the earliest local
         # lease estimate among those that need I/O, after which they count as lost.
         client = group[0][0]._client
-        # Lock renewals go as one lock_renew call when the client is one node (steps
-        # without I/O until run_batch).
-        batch = Batch([lock._core.renew_flow(h) for lock, h in group], merge=_pipelines(client))
-        waiting = [i for i, _, _ in batch.pending]
-        if waiting:
-            limit = max(0.001, min(group[i][1].expires_at for i in waiting) - time.monotonic())
-            try:
-                async with asyncio.timeout(limit):
-                    await run_batch(client, batch)
-            except TimeoutError:
-                error = TimeoutError("no answer to the renewal before the lease ran out")
-                for i in waiting:
-                    if batch.results[i] is None:
-                        lock, h = group[i]
-                        batch.results[i] = lock._core.renewal_error(h, error)
-            except Exception as exc:  # a bug; keep serving the other locks
-                batch.results = [exc if r is None else r for r in batch.results]
-        results = batch.results
+        if _pipelines(client) and group[0][0]._core.lock_renew:
+            results = await _renew_call(client, group)
+        else:
+            results = await _renew_flows(client, group)
         for (lock, h), result in zip(group, results, strict=True):
             core = lock._core
             if not isinstance(result, tuple):
@@ -137,6 +123,49 @@ class AsyncRenewer:
                         log.exception("on_lost callback of lock %r raised", core.name)
             if due is not None:
                 self.schedule(lock, h, due)
+
+
+async def _renew_call(client: object, group: list[tuple[Renewable, Holding]]) -> list[object]:
+    """Plain locks on a single-node client: ONE lock_renew call built from the holds."""
+    call = RenewCall(group)
+    if call.op is not None:
+        limit = max(0.001, call.deadline() - time.monotonic())
+        try:
+            async with asyncio.timeout(limit):
+                reply = await execute(client, call.op)
+        except TimeoutError:
+            call.fail(TimeoutError("no answer to the renewal before the lease ran out"))
+        except Exception as exc:  # Redis failed, or a closed client: failed renewals
+            call.fail(exc)
+        else:
+            call.settle(reply)
+    return list(call.results)
+
+
+async def _renew_flows(client: object, group: list[tuple[Renewable, Holding]]) -> list[object]:
+    """Any other kind or client: each hold's renewal flow, driven side by side. Lock
+    renewals go as one lock_renew call when the client is one node (steps without I/O
+    until run_batch)."""
+    batch = Batch([lock._core.renew_flow(h) for lock, h in group], merge=_pipelines(client))
+    waiting = [i for i, _, _ in batch.pending]
+    if waiting:
+        limit = max(0.001, min(group[i][1].expires_at for i in waiting) - time.monotonic())
+        try:
+            async with asyncio.timeout(limit):
+                await run_batch(client, batch)
+        except TimeoutError:
+            error = TimeoutError("no answer to the renewal before the lease ran out")
+            for i in waiting:
+                if batch.results[i] is None:
+                    lock, h = group[i]
+                    batch.results[i] = lock._core.renewal_error(h, error)
+        except Exception as exc:  # a bug; keep serving the other locks
+            batch.results = [exc if r is None else r for r in batch.results]
+    return list(batch.results)
+
+
+def _lock_renew(lock: Renewable) -> bool:
+    return lock._core.lock_renew
 
 
 def _client_of(lock: Renewable) -> object:

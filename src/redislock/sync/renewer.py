@@ -25,8 +25,8 @@ import redis
 
 from redislock._core.lock import Holding
 from redislock._core.ops import Batch
-from redislock._core.schedule import COALESCE, Schedule, batches
-from redislock.sync._driver import run_batch
+from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
+from redislock.sync._driver import execute, run_batch
 
 if TYPE_CHECKING:
     from redislock._handle import Renewable
@@ -123,7 +123,7 @@ class Renewer:
     def _run(self) -> None:
         while (item := self._next()) is not None:
             if isinstance(item, list):
-                for group in batches(item, _client_of, _pipelines):
+                for group in batches(item, _client_of, _pipelines, _lock_renew):
                     self._workers.submit(self._renew, group)
             else:
                 # The renewal sent for h has not answered and the lease estimate ran out.
@@ -139,12 +139,24 @@ class Renewer:
         """Renewals of locks sharing one client, on a worker thread: one pipelined round
         trip for all of them."""
         client = group[0][0]._client
-        batch = Batch([lock._core.renew_flow(h) for lock, h in group], merge=_pipelines(client))
-        try:
-            run_batch(client, batch)
-        except Exception as exc:  # a bug; keep serving the other locks
-            batch.results = [exc if r is None else r for r in batch.results]
-        results = batch.results
+        results: list[object]
+        if _pipelines(client) and group[0][0]._core.lock_renew:
+            # Plain locks on a single-node client: ONE lock_renew call built from the holds.
+            call = RenewCall(group)
+            if call.op is not None:
+                try:
+                    call.settle(execute(client, call.op))
+                except Exception as exc:  # Redis failed, or a closed client: failed renewals
+                    call.fail(exc)
+            results = list(call.results)
+        else:
+            merge = _pipelines(client)
+            batch = Batch([lock._core.renew_flow(h) for lock, h in group], merge=merge)
+            try:
+                run_batch(client, batch)
+            except Exception as exc:  # a bug; keep serving the other locks
+                batch.results = [exc if r is None else r for r in batch.results]
+            results = list(batch.results)
         again: list[tuple[Renewable, Holding, float]] = []
         for (lock, h), result in zip(group, results, strict=True):
             if not isinstance(result, tuple):
@@ -172,6 +184,10 @@ def _client_of(lock: Renewable) -> object:
 def _pipelines(client: object) -> bool:
     # A RedisCluster pipeline may span nodes; one hung node must not hold up the others.
     return isinstance(client, redis.Redis)
+
+
+def _lock_renew(lock: Renewable) -> bool:
+    return lock._core.lock_renew
 
 
 def _notify_lost(lock: Renewable, h: Holding) -> None:

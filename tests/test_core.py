@@ -589,6 +589,62 @@ def test_schedule_forgets_a_collected_lock_even_when_it_is_alone() -> None:
     assert len(s) == 0
 
 
+def test_schedule_add_many_shares_one_entry_per_due_time() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    hs = [holding(i) for i in range(6)]
+    lone = holding(99)
+    s.add_many([(owner, h, 5.0) for h in hs[:4]] + [(owner, lone, 3.0)])
+    s.add_many([(owner, h, 7.0) for h in hs[4:]])
+    assert len(s._heap) == 3  # one entry per due time, not per holding
+    assert len(s) == 7
+    assert s.pop_due(1.0) == pytest.approx(2.0)
+    assert s.pop_due(4.0) == (owner, lone)
+    assert s.pop_due(4.0) == pytest.approx(1.0)  # the cohort at 5.0 is not due yet
+    assert [s.pop_due(5.0) for _ in range(4)] == [(owner, h) for h in hs[:4]]  # added order
+    assert s.pop_due(5.0) == pytest.approx(2.0)
+    assert [s.pop_due(7.0) for _ in range(2)] == [(owner, h) for h in hs[4:]]
+    assert s.pop_due(100.0) is None
+    assert len(s) == 0
+
+
+def test_schedule_cohort_members_discarded_rescheduled_closing_or_collected() -> None:
+    s: Schedule[Owner] = Schedule()
+    owner, gone = Owner(), Owner()
+    hs = [holding(i) for i in range(5)]
+    s.add_many([(owner, hs[0], 1.0), (owner, hs[1], 1.0), (gone, hs[2], 1.0)])
+    s.add_many([(owner, hs[3], 1.0), (owner, hs[4], 1.0)])  # same due, separate call
+    s.discard(hs[0])  # released: skipped when the cohort comes up
+    s.add(owner, hs[1], 9.0)  # scheduled anew: renewed once, at the new time
+    hs[3].closing = True
+    ref = weakref.ref(gone)
+    del gone
+    gc.collect()
+    assert ref() is None
+    assert len(s) == 4
+    assert s.pop_due(2.0) == (owner, hs[4])
+    assert s.pop_due(2.0) == pytest.approx(7.0)
+    assert s.pop_due(9.0) == (owner, hs[1])
+    assert s.pop_due(100.0) is None
+    assert len(s) == 0
+
+
+def test_schedule_ends_when_every_cohort_member_is_discarded() -> None:
+    """The async watchdog task ends once nothing is left: a cohort whose members were all
+    released must not keep it waiting until the cohort's time."""
+    s: Schedule[Owner] = Schedule()
+    owner = Owner()
+    hs = [holding(i) for i in range(3)]
+    s.add_many([(owner, h, 50.0) for h in hs])
+    for h in hs:
+        s.discard(h)
+    assert len(s) == 0
+    assert s.pop_due(0.0) is None
+    s.add_many([(owner, h, 60.0) for h in hs])  # and it works again afterwards
+    assert s.pop_due(0.0) == pytest.approx(60.0)
+    assert [s.pop_due(60.0) for _ in hs] == [(owner, h) for h in hs]
+
+
 # ------------------------------------------------------------------ LockCore
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from redislock import AsyncLock, Lock
+from redislock import AsyncFairLock, AsyncLock, AsyncRLock, AsyncSemaphore, Lock
 from redislock.server import RedisProcess
+from redislock.testing import FaultProxy
 
 LEASE = 1.0
 
@@ -178,3 +179,115 @@ def test_sync_batched_renewals_report_each_lock_on_its_own(
             if i != 2:
                 lock.release()
         client.close()
+
+
+SLOW = 0.4
+"""Seconds the proxy delays each direction: a renewal's reply comes >= 2 * SLOW after it
+was sent."""
+
+
+def _lease_after_first_renewal(stats: Any) -> float:
+    """Poll ``stats()`` (a LockStatistics) until the first renewal is counted; the lease
+    remaining at that moment, in seconds."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        s = stats()
+        if s.renewals >= 1:
+            remaining: float = s.lease_remaining
+            return remaining
+        time.sleep(0.005)
+    raise AssertionError("no renewal within 10 s")
+
+
+def test_sync_lease_estimate_starts_when_the_renewal_was_sent(
+    redis_server: RedisProcess,
+) -> None:
+    """Through a proxy that delays each direction by SLOW, the local lease estimate after a
+    renewal ends one lease after the renewal was SENT, not after its reply came."""
+    assert redis_server.socket_path is not None
+    with FaultProxy(redis_server.socket_path) as proxy:
+        client = redis.Redis(**proxy.client_kwargs())
+        locks = [Lock(client, f"slow-s{i}", watchdog_lease=3.0) for i in range(3)]
+        try:
+            for lock in locks:
+                assert lock.acquire()
+            proxy.set_fault("delay", delay=SLOW)
+            remaining = _lease_after_first_renewal(locks[0].statistics)
+            assert remaining <= 3.0 - 2 * SLOW + 0.05
+            time.sleep(2.5)  # more renewals, each slow: nothing lost
+            assert not any(lock.lost for lock in locks)
+            assert all(lock.statistics().renewals >= 2 for lock in locks)
+        finally:
+            proxy.heal()
+            for lock in locks:
+                lock.release()
+            client.close()
+
+
+def test_async_lease_estimate_starts_when_the_renewal_was_sent(
+    redis_server: RedisProcess,
+) -> None:
+    """As the sync test, for asyncio (the statistics are polled from another thread)."""
+    assert redis_server.socket_path is not None
+
+    async def go(proxy: FaultProxy) -> None:
+        client = redis.asyncio.Redis(**proxy.client_kwargs())
+        locks = [AsyncLock(client, f"slow-a{i}", watchdog_lease=3.0) for i in range(3)]
+        try:
+            for lock in locks:
+                assert await lock.acquire()
+            proxy.set_fault("delay", delay=SLOW)
+            remaining = await asyncio.to_thread(_lease_after_first_renewal, locks[0].statistics)
+            assert remaining <= 3.0 - 2 * SLOW + 0.05
+            await asyncio.sleep(2.5)
+            assert not any(lock.lost for lock in locks)
+            assert all(lock.statistics().renewals >= 2 for lock in locks)
+        finally:
+            proxy.heal()
+            for lock in locks:
+                await lock.release()
+            await client.aclose()
+
+    with FaultProxy(redis_server.socket_path) as fp:
+        asyncio.run(go(fp))
+
+
+def test_kinds_renewed_side_by_side_on_one_client(
+    redis_server: RedisProcess, admin: redis.Redis
+) -> None:
+    """Locks and FairLocks share one lock_renew call; RLocks, Semaphores and read holds (other
+    scripts) are renewed in the same rounds by their own flows. All stay held; a Lock and an
+    RLock whose keys are deleted are each reported lost once."""
+
+    async def go() -> None:
+        client = redis.asyncio.Redis(**redis_server.client_kwargs())
+        lost: list[str] = []
+
+        def on_lost(subject: Any) -> None:
+            lost.append(subject.name)
+
+        opts: dict[str, Any] = {"watchdog_lease": LEASE, "on_lost": on_lost}
+        holders: list[Any] = []  # per name: Lock, FairLock, RLock, a Semaphore's permit
+        try:
+            for i in range(4):
+                for lock in (
+                    AsyncLock(client, f"k-lock{i}", **opts),
+                    AsyncFairLock(client, f"k-fair{i}", **opts),
+                    AsyncRLock(client, f"k-rlock{i}", **opts),
+                ):
+                    assert await lock.acquire()
+                    holders.append(lock)
+                holders.append(await AsyncSemaphore(client, f"k-sem{i}", 2, **opts).acquire())
+            admin.delete(holders[0].key, holders[2].key)  # k-lock0, k-rlock0
+            await asyncio.sleep(LEASE * 2.2)
+            assert sorted(lost) == ["k-lock0", "k-rlock0"]
+            for holder in holders[4:]:
+                assert holder.statistics().held, holder.name
+                assert holder.statistics().renewals >= 4, holder.name
+                assert 0 < admin.pttl(holder.key) <= LEASE * 1000
+        finally:
+            for holder in holders[4:]:
+                await holder.release()
+            await client.aclose()
+
+    asyncio.run(go())

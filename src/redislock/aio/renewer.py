@@ -58,6 +58,15 @@ class AsyncRenewer:
     def schedule(self, lock: Renewable, h: Holding, due: float) -> None:
         """Renew ``h`` (held by ``lock``) at monotonic time ``due``."""
         self._schedule.add(lock, h, due)
+        self._started(due)
+
+    def schedule_many(self, items: list[tuple[Renewable, Holding, float]]) -> None:
+        """Several :meth:`schedule` calls (those due at the same time share one entry)."""
+        self._schedule.add_many(items)
+        self._started(min(due for _, _, due in items))
+
+    def _started(self, due: float) -> None:
+        """Start the scheduler task, or wake it if it would sleep past ``due``."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="redislock-renewer"
@@ -103,6 +112,7 @@ class AsyncRenewer:
             results = await _renew_call(client, group)
         else:
             results = await _renew_flows(client, group)
+        again: list[tuple[Renewable, Holding, float]] = []
         for (lock, h), result in zip(group, results, strict=True):
             core = lock._core
             if not isinstance(result, tuple):
@@ -122,7 +132,9 @@ class AsyncRenewer:
                     except Exception:
                         log.exception("on_lost callback of lock %r raised", core.name)
             if due is not None:
-                self.schedule(lock, h, due)
+                again.append((lock, h, due))
+        if again:
+            self.schedule_many(again)
 
 
 async def _renew_call(client: object, group: list[tuple[Renewable, Holding]]) -> list[object]:

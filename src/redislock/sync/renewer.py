@@ -70,9 +70,9 @@ class Renewer:
         with self._cond:
             if self._stopped:
                 return
-            for lock, h, due in items:
+            for _, h, _ in items:
                 self._deadlines.discard(h)
-                self._schedule.add(lock, h, due)
+            self._schedule.add_many(items)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="redislock-renewer", daemon=True
@@ -106,9 +106,9 @@ class Renewer:
                 due: list[tuple[Renewable, Holding]] = []
                 # Renewals due within the next few ms go along: one round trip for more.
                 while isinstance(item := self._schedule.pop_due(now + COALESCE), tuple):
-                    self._deadlines.add(item[0], item[1], item[1].expires_at)
                     due.append(item)
                 if due:
+                    self._deadlines.add_many([(lock, h, h.expires_at) for lock, h in due])
                     return due
                 # Sleep until the earliest renewal is due (pop_due measured from now + COALESCE).
                 waits = [

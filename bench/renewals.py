@@ -37,6 +37,14 @@ def server_cpu(client: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+def keys_alive(admin: redis.Redis, keys: list[str]) -> int:
+    """How many of the lock keys exist (one pipelined EXISTS each)."""
+    pipe = admin.pipeline(transaction=False)
+    for key in keys:
+        pipe.exists(key)
+    return sum(pipe.execute())
+
+
 def report(
     args: argparse.Namespace,
     cpu: float,
@@ -92,7 +100,7 @@ def run_sync(args: argparse.Namespace, server: RedisProcess, admin: redis.Redis)
     cpu, srv, wall = time.process_time() - cpu0, server_cpu(admin) - srv0, time.monotonic() - t0
     renewals = sum(lock.statistics().renewals for lock in locks) - before
     lost = sum(lock.lost for lock in locks)
-    alive = int(admin.dbsize()) // 2  # each lock has its key and its fence counter
+    alive = keys_alive(admin, [lock.key for lock in locks])
     report(args, cpu, wall, srv, renewals, lost, alive)
     for lock in locks:
         lock.release()
@@ -112,7 +120,7 @@ async def run_async(args: argparse.Namespace, server: RedisProcess, admin: redis
     cpu, srv, wall = time.process_time() - cpu0, server_cpu(admin) - srv0, time.monotonic() - t0
     renewals = sum(lock.statistics().renewals for lock in locks) - before
     lost = sum(lock.lost for lock in locks)
-    alive = int(admin.dbsize()) // 2
+    alive = keys_alive(admin, [lock.key for lock in locks])
     report(args, cpu, wall, srv, renewals, lost, alive)
     for lock in locks:
         await lock.release()

@@ -8,6 +8,7 @@ import hashlib
 import math
 import pickle
 import string
+import time
 import unicodedata
 import weakref
 from typing import Any, Literal
@@ -726,6 +727,60 @@ def test_renewal_never_outlives_max_lease(elapsed: float) -> None:
     if result is not None:
         assert 0.001 <= result <= c.lease
         assert 1000.0 + elapsed + result <= 1100.0 + 1e-9
+
+
+def test_renew_entry_and_renewed_follow_renew_flow() -> None:
+    """The watchdog's lock_renew path: the entry sent, the outcome of each kind of reply,
+    and the lease estimate from the send time."""
+    c = core(watchdog_lease=12)
+    t = time.monotonic()  # a failure compares the lease estimate with the clock
+    h = Holding(token=new_token(), fence=1, pid=1, acquired_at=t, expires_at=t + 12)
+    c.holding = h
+    assert c.renew_entry(h, t + 4) == f"{h.token} 12000"
+    assert c.renew_entry(h, t + 5) == f"{h.token} 12000"  # built once, kept on the hold
+    assert c.renewed(h, [b"ok", 12000], t + 4) == pytest.approx((t + 8, False))
+    assert h.expires_at == pytest.approx(t + 16)  # send time + TTL, not the time of the reply
+    # decoded replies; a TTL the user lengthened is kept
+    assert c.renewed(h, ["ok", 15000], t + 8) == pytest.approx((t + 12, False))
+    assert h.expires_at == pytest.approx(t + 23)
+    assert c.counters.renewals == 2
+    failed = c.renewed(h, ConnectionError("down"), t + 12)  # a failure: retried soon
+    assert failed[1] is False
+    assert failed[0] is not None
+    assert failed[0] <= h.expires_at
+    unread = c.renewed(h, [b"??", 1], t + 12)  # a reply it cannot read: a failure too
+    assert unread[1] is False
+    assert c.counters.renewal_failures == 2
+    assert not h.lost
+    assert c.renewed(h, [b"taken", 0], t + 12) == (None, True)  # lost, reported once
+    assert h.lost
+    assert "another holder" in h.lost_reason
+    assert c.renew_entry(h, t + 13) == (None, False)  # lost: nothing more is sent
+    h2 = Holding(token=new_token(), fence=2, pid=1, acquired_at=t + 1000, expires_at=t + 1012)
+    c.holding = h2
+    h2.closing = True  # being released: a "gone" is not a loss
+    assert c.renewed(h2, [b"gone", 0], t + 1004) == (None, False)
+    assert c.renew_entry(h2, t + 1005) == (None, False)
+    capped = core(watchdog_lease=30, max_lease=100)
+    h3 = Holding(token=new_token(), fence=3, pid=1, acquired_at=1000.0, expires_at=1030.0)
+    capped.holding = h3
+    assert capped.renew_entry(h3, 1080.0) == f"{h3.token} 20000"  # never cached: it shrinks
+    assert capped.renew_entry(h3, 1090.0) == f"{h3.token} 10000"
+    assert h3.renew_entry == ""
+
+
+def test_lock_renew_is_for_plain_lock_kinds_only() -> None:
+    from redislock._core.fair import FairCore
+    from redislock._core.hold import HoldCore
+    from redislock._core.multi import MultiCore
+    from redislock._core.quorum import RedlockCore
+
+    assert core().lock_renew
+    assert FairCore._LOCK_RENEW
+    assert not HoldCore._LOCK_RENEW
+    assert not MultiCore._LOCK_RENEW
+    assert not RedlockCore._LOCK_RENEW
+    assert not core(replicas=1).lock_renew  # a tracked master: WAIT and run_id per write
 
 
 @pytest.mark.parametrize(

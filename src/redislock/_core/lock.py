@@ -132,6 +132,9 @@ class Holding:
     renewer_ref: Any = field(default=None, repr=False)
     """A weak reference to the lock object the watchdog renews this hold for (set by the
     schedule once per hold, so a renewal allocates no object that outlives it)."""
+    renew_entry: str = field(default="", repr=False)
+    """This hold's ``"<token> <ms>"`` pair in a ``lock_renew.lua`` call when its renewal TTL
+    is the plain lease (no ``max_lease``): built once ("" until then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,16 +653,27 @@ class LockCore:
         pair to renew ``h`` with at monotonic time ``now``, or the step's outcome when no
         renewal is to be sent. The key is ``self.keys.lock``; the renewal counts as sent at
         ``now`` (take it before the call is sent)."""
+        entry = h.renew_entry
+        if entry and h is self.holding and not (h.closing or h.lost):
+            return entry  # the usual case (no max_lease): built once, at the first renewal
         seconds = self.renewal_due(h, now)
         if isinstance(seconds, tuple):
             return seconds
-        return f"{h.token} {validate.to_ms(seconds)}"
+        entry = f"{h.token} {validate.to_ms(seconds)}"
+        if self.max_lease is None:
+            h.renew_entry = entry
+        return entry
 
     def renewed(self, h: Holding, reply: object, sent: float) -> tuple[float | None, bool]:
         """The outcome (as :meth:`renew_flow` returns) of ``h``'s entry in a
         ``lock_renew.lua`` reply, or of the error the call failed with (``reply``: an
         exception; a script error is typed as the drivers do); ``sent``: the ``now`` given
         to :meth:`renew_entry`."""
+        if type(reply) is list and len(reply) == 2:  # the usual case: ["ok", ms]
+            status, ms = reply
+            if (status == b"ok" or status == "ok") and type(ms) is int:
+                h.expires_at = sent + ms / 1000.0
+                return self.renewal_done(h, "ok", sent)
         if isinstance(reply, BaseException):
             if isinstance(reply, ResponseError):
                 reply = script_error(reply) or reply

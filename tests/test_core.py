@@ -751,7 +751,7 @@ def test_renew_entry_and_renewed_follow_renew_flow() -> None:
     unread = c.renewed(h, [b"??", 1], t + 12)  # a reply it cannot read: a failure too
     assert unread[1] is False
     assert c.counters.renewal_failures == 2
-    assert not h.lost
+    assert not c.is_lost()
     assert c.renewed(h, [b"taken", 0], t + 12) == (None, True)  # lost, reported once
     assert h.lost
     assert "another holder" in h.lost_reason

@@ -11,6 +11,7 @@ family.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +158,7 @@ class Case:
     reply: Any
     setup: list[tuple[Arg, ...]] = field(default_factory=list)
     after: list[tuple[tuple[Arg, ...], Any]] = field(default_factory=list)
-    # keys outside KEYS the script may write: only fair.lua's grant lists (documented)
+    # keys outside KEYS the script may write (none today)
     extra: tuple[str, ...] = ()
 
 
@@ -254,13 +255,21 @@ def waiting(ms: int = 3000, token: str = WAITER) -> tuple[Arg, ...]:
     return ("ZADD", H.wait, At(ms), token)
 
 
-def woken(key: str) -> list[tuple[tuple[Arg, ...], Any]]:
-    """Checks: ``key`` holds exactly one wake-up, expiring after wake_ms."""
-    return [(("LRANGE", key, 0, -1), ["1"]), (("PTTL", key), Between(WAKE_MS - SLACK, WAKE_MS))]
+CHANNELS = (":wake", ":rwake", ":grant")
+"""Names that are pub/sub channels, not keys (see redislock._core.keys)."""
+
+
+def woken(channel: str) -> list[tuple[tuple[Arg, ...], Any]]:
+    """Checks: exactly one plain wake-up was published on ``channel``."""
+    return [(("PUBLISHED", channel), ["*"])]
 
 
 def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
-    return [(("EXISTS", key), GONE) for key in keys]
+    """Checks: each key does not exist; each channel got no message."""
+    return [
+        (("PUBLISHED", key), []) if key.endswith(CHANNELS) else (("EXISTS", key), GONE)
+        for key in keys
+    ]
 
 
 def fair_args(
@@ -272,7 +281,7 @@ def fair_args(
     queue_max: int | str = "",
 ) -> tuple[Arg, ...]:
     """fair.lua's ARGV, laid out as ``FairCore._fair`` lays it out."""
-    return (op, token, lease_ms, meta, waiter_ms, queue_max, F.grant_prefix)
+    return (op, token, lease_ms, meta, waiter_ms, queue_max, F.grant)
 
 
 def facq(
@@ -309,8 +318,7 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
         (("GET", F.lock), f"{token}|{WMETA}"),
         (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
         (("GET", F.fence), str(fence)),
-        (("LRANGE", F.grant(token), 0, -1), [str(fence)]),
-        (("PTTL", F.grant(token)), Between(lease_ms - SLACK, lease_ms)),
+        (("PUBLISHED", F.grant), [f"{FairKeys.tag(token)}|{fence}"]),
         *not_queued(token),
     ]
 
@@ -367,22 +375,56 @@ def server_ms(r: redis.Redis) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+_END = "scriptcases:end"
+
+
+def _published(r: redis.Redis, ps: Any) -> dict[str, list[str]]:
+    """The messages ``ps`` (subscribed to every channel) got, by channel, up to the end
+    marker this publishes on ``r``."""
+    command(r, "PUBLISH", _END, "end")
+    got: dict[str, list[str]] = {}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        msg = ps.get_message(timeout=1)
+        if msg is None or msg["type"] != "pmessage":
+            continue
+        channel, data = norm(msg["channel"]), norm(msg["data"])
+        if channel == _END:
+            return got
+        got.setdefault(channel, []).append(data)
+    raise AssertionError("the end marker never came")
+
+
 def run_case(r: redis.Redis, case: Case) -> None:
     """Run ``case`` on the flushed server behind ``r`` and check its reply, its ``after``
-    checks and that nothing outside its keys was written."""
+    checks (``("PUBLISHED", channel)``: the messages published on it), that nothing outside
+    its keys was written and nothing published but what the checks expect."""
     now = server_ms(r)
     for cmd in resolve(case.setup, now):
         command(r, *cmd)
     script = SCRIPTS[case.script]
     args = resolve(case.args, now)
-    if isinstance(case.reply, Error):
-        with pytest.raises(redis.ResponseError, match=re.escape(case.reply.text)):
-            r.eval(script.source, len(case.keys), *case.keys, *args)
-    else:
-        reply = norm(r.eval(script.source, len(case.keys), *case.keys, *args))
-        assert reply == resolve(case.reply, now)
+    ps = r.pubsub()  # type: ignore[no-untyped-call]
+    try:
+        ps.psubscribe("*")
+        assert ps.get_message(timeout=5) is not None  # the subscription is live
+        if isinstance(case.reply, Error):
+            with pytest.raises(redis.ResponseError, match=re.escape(case.reply.text)):
+                r.eval(script.source, len(case.keys), *case.keys, *args)
+        else:
+            reply = norm(r.eval(script.source, len(case.keys), *case.keys, *args))
+            assert reply == resolve(case.reply, now)
+        published = _published(r, ps)
+    finally:
+        ps.close()
+    checked: set[str] = set()
     for cmd, expected in resolve(case.after, now):
+        if cmd[0] == "PUBLISHED":
+            checked.add(cmd[1])
+            assert published.get(cmd[1], []) == expected, cmd
+            continue
         assert norm(command(r, *cmd)) == expected, cmd
+    assert set(published) <= checked, f"published unchecked: {published}"
     # Nothing outside KEYS (and what the setup wrote, and the documented extras) exists.
     present = {norm(k) for k in r.keys("*")}
     assert present <= set(case.keys) | written_keys(case) | set(case.extra)

@@ -67,7 +67,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 7],
         setup=[fheld(OTHER), ("SET", F.fence, 7)],
         after=[
             (("LRANGE", F.queue, 0, -1), [TOKEN]),
@@ -83,7 +83,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 0],
         setup=[fheld(OTHER), *waiter(THIRD), *waiter(FOURTH)],
         after=[
             (("LRANGE", F.queue, 0, -1), [THIRD, FOURTH, TOKEN]),
@@ -97,7 +97,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000, queue_max=2),  # already queued: a full queue does not refuse it
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 0],
         setup=[fheld(OTHER), *waiter(TOKEN, waiter_ms=200), *waiter(THIRD)],
         after=[
             (("LRANGE", F.queue, 0, -1), [TOKEN, THIRD]),  # same place, not queued twice
@@ -111,7 +111,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 7],
         setup=[fheld(OTHER), ("SET", F.fence, 7)],
         after=[
             (("GET", F.lock), f"{OTHER}|{META}"),
@@ -124,7 +124,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0, queue_max=1),
-        ["busy", Between(5000 - SLACK, 5000)],  # not "full": a single try never queues
+        ["busy", Between(5000 - SLACK, 5000), 0],  # not "full": a single try never queues
         setup=[fheld(OTHER), *waiter(THIRD)],
         after=[(("LRANGE", F.queue, 0, -1), [THIRD]), *not_queued(TOKEN)],
     ),
@@ -142,7 +142,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", -1],
+        ["busy", -1, 0],
         setup=[("SET", F.lock, "not ours")],
         after=[(("GET", F.lock), "not ours"), *absent(F.fence, F.queue)],
     ),
@@ -158,7 +158,7 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *not_queued(TOKEN),
             *queue_ttl(3000 - SLACK, 3000),
-            *absent(F.grant(TOKEN)),
+            *absent(F.grant),
         ],
     ),
     Case(
@@ -166,7 +166,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000),
-        ["busy", Between(8000 - SLACK, 8000)],
+        ["busy", Between(8000 - SLACK, 8000), 5],
         setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
         after=[
             *granted(OTHER, 5, 8000),
@@ -174,17 +174,15 @@ CASES = [
             (("HGET", F.info, TOKEN), f"10000|{META}"),
             *queue_ttl(3000 - SLACK, 3000),
         ],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-acquire-free-single-try-still-grants-the-head",
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", Between(8000 - SLACK, 8000)],
+        ["busy", Between(8000 - SLACK, 8000), 5],
         setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
         after=[*granted(OTHER, 5, 8000), *absent(F.queue, F.leases, F.info)],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-acquire-prunes-dead-waiters",
@@ -195,7 +193,7 @@ CASES = [
         setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, waiter_ms=0)],
         after=[
             (("GET", F.lock), f"{TOKEN}|{META}"),
-            *absent(F.queue, F.leases, F.info, F.grant(OTHER), F.grant(THIRD)),
+            *absent(F.queue, F.leases, F.info),
         ],
     ),
     Case(
@@ -204,14 +202,13 @@ CASES = [
         FAIR,
         facq(),
         ["ok", 5, Between(8000 - SLACK, 8000)],
-        setup=[fheld(TOKEN, 8000, WMETA), ("SET", F.fence, 5), ("RPUSH", F.grant(TOKEN), 5)],
+        setup=[fheld(TOKEN, 8000, WMETA), ("SET", F.fence, 5)],
         after=[
             (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # the hold the grant wrote stays
             (("PTTL", F.lock), Between(8000 - SLACK, 8000)),
             (("GET", F.fence), "5"),
-            *absent(F.grant(TOKEN)),
+            *absent(F.grant),
         ],
-        extra=(F.grant(TOKEN),),
     ),
     Case(
         "fair-acquire-repeat-of-own-hold",
@@ -246,7 +243,6 @@ CASES = [
             (("HGET", F.info, THIRD), f"6000|{WMETA}"),
             *queue_ttl(2000 - SLACK, 2000),  # the latest remaining waiter lease
         ],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-release-skips-a-dead-head",
@@ -263,19 +259,8 @@ CASES = [
         after=[
             *granted(THIRD, 4, 6000),
             *not_queued(OTHER),
-            *absent(F.queue, F.leases, F.info, F.grant(OTHER)),
+            *absent(F.queue, F.leases, F.info),
         ],
-        extra=(F.grant(THIRD),),
-    ),
-    Case(
-        "fair-release-replaces-a-stale-grant",
-        "fair",
-        FAIR,
-        fair_args("release"),
-        "ok",
-        setup=[fheld(TOKEN), *waiter(OTHER), ("RPUSH", F.grant(OTHER), "x", "y")],
-        after=granted(OTHER, 1, 8000),
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-release-empty-queue",
@@ -298,7 +283,7 @@ CASES = [
             (("PTTL", F.lock), Between(5000 - SLACK, 5000)),
             (("GET", F.fence), "3"),
             (("LRANGE", F.queue, 0, -1), [THIRD]),
-            *absent(F.grant(THIRD)),
+            *absent(F.grant),
         ],
     ),
     Case(
@@ -326,7 +311,6 @@ CASES = [
         "gone",
         setup=[*waiter(OTHER)],
         after=[*granted(OTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
-        extra=(F.grant(OTHER),),
     ),
     # ---------------------------------------------------------------- fair: cancel, force
     Case(
@@ -375,15 +359,13 @@ CASES = [
         setup=[
             fheld(TOKEN, 8000, WMETA),
             ("SET", F.fence, 5),
-            ("RPUSH", F.grant(TOKEN), 5),
             *waiter(OTHER),
         ],
         after=[
             (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # it holds the lock now
             (("LRANGE", F.queue, 0, -1), [OTHER]),
-            *absent(F.grant(TOKEN)),
+            *absent(F.grant),
         ],
-        extra=(F.grant(TOKEN),),
     ),
     Case(
         "fair-cancel-while-free-grants-the-next-waiter",
@@ -395,9 +377,8 @@ CASES = [
         after=[
             *granted(OTHER, 3, 8000),
             *not_queued(TOKEN),
-            *absent(F.queue, F.leases, F.info, F.grant(TOKEN)),
+            *absent(F.queue, F.leases, F.info),
         ],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-force-grants-the-next-waiter",
@@ -407,7 +388,6 @@ CASES = [
         1,
         setup=[fheld(OTHER), *waiter(THIRD, lease_ms=6000), ("SET", F.fence, 2)],
         after=[*granted(THIRD, 3, 6000), *absent(F.queue)],
-        extra=(F.grant(THIRD),),
     ),
     Case(
         "fair-force-nothing-held",
@@ -425,7 +405,6 @@ CASES = [
         0,
         setup=[*waiter(THIRD)],
         after=granted(THIRD, 1, 8000),
-        extra=(F.grant(THIRD),),
     ),
     # ---------------------------------------------------------------- fair: errors
     Case(

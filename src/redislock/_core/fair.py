@@ -19,7 +19,7 @@ from typing import Final
 from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
-from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
@@ -57,16 +57,22 @@ class FairCore(LockCore):
     ) -> Eval:
         """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
         k = self.fkeys
-        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
+        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant)
         return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
 
         The first try queues this waiter (unless the lock is free and nobody is queued);
-        then the waiter blocks on its own grant list, which the release ahead of it pushes
-        the fencing token to, so the lock is already its own when it wakes. Between
-        wake-ups it retries, which renews its waiter lease.
+        then the waiter waits on the name's grant channel for a message tagged with its
+        token's hash (:meth:`FairKeys.tag`), which the release ahead of it publishes with
+        the fencing token, so the lock is already its own when it wakes. Between wake-ups
+        it retries, which renews its waiter lease.
+
+        A grant message is trusted only if its fencing token is above the counter the
+        waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
+        so the lock is this waiter's until its lease, counted from the try, ends. (An older
+        grant, seen late, may be of a hold that ended before that try: the try said busy.)
 
         With ``replicas=k`` (or a tracked master) every grant is confirmed by one more
         round trip, see :meth:`_held`: the tries themselves carry no WAIT, so a queued
@@ -82,7 +88,7 @@ class FairCore(LockCore):
         deadline = None if wait is None else start + wait
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
-        grant = self.fkeys.grant(token)
+        tag = self.fkeys.tag(token)
         queued = False
         try:
             while True:
@@ -106,6 +112,7 @@ class FairCore(LockCore):
                 if status != "busy":
                     raise UnexpectedReplyError(f"fair acquire replied {reply!r}")
                 pttl = as_int(reply[1])
+                seen = as_int(reply[2]) if len(reply) > 2 else 0
                 if pttl == -1:
                     raise no_ttl(self.fkeys.lock)
                 queued = waiter_ms > 0
@@ -120,16 +127,16 @@ class FairCore(LockCore):
                     return self._gave_up(start, now)
                 longest = min(self.recheck_interval, self.waiter_lease / 3.0)
                 block = self._pause(longest, pttl, deadline, now)
-                sent = time.monotonic()
                 try:
-                    popped = yield BlockPop(grant, block)
+                    got = yield Wait(self.fkeys.grant, tag, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)
                     raise
-                if popped is not None:  # the release ahead of us granted us the lock
-                    # The grant began after the BLPOP was sent: the lease estimate is safe.
-                    if (yield from self._held(token, as_int(popped[1]), sent, self.lease_ms)):
+                fence = _granted_fence(got, tag)
+                if fence > seen:  # the release ahead of us granted us the lock
+                    # The grant came after the last try was sent: the lease estimate is safe.
+                    if (yield from self._held(token, fence, sent, self.lease_ms)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
         finally:
@@ -182,3 +189,14 @@ class FairCore(LockCore):
     def force_flow(self) -> Flow[int]:
         """Operator override: delete the lock whoever holds it and grant the next waiter."""
         return as_int((yield self._fair("force", "")))
+
+
+def _granted_fence(payload: str | None, tag: str) -> int:
+    """The fencing token of a grant message ``<tag>|<fence>`` for ``tag``; 0 for anything
+    else (a plain wake-up, a timeout)."""
+    if payload is None:
+        return 0
+    head, bar, fence = payload.partition("|")
+    if not bar or head != tag or not fence.isdigit():
+        return 0
+    return int(fence)

@@ -34,7 +34,7 @@ from redislock._core.lock import (
     new_token,
     why,
 )
-from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.ops import Call, Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
@@ -197,7 +197,7 @@ class HoldCore(LockCore):
 
     def acquire_flow(self, wait: float | None, blocking: bool, companion: str = "") -> Flow[bool]:
         """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
-        BLPOP on the mode's wake list between tries. ``companion``: the owner's write token,
+        between tries a wait on the mode's wake-up channel. ``companion``: the owner's write token,
         so a writer may also read (downgrade)."""
         if self.live() is not None:
             raise LockUsageError(f"{self.name!r} is already held by this owner")
@@ -247,7 +247,7 @@ class HoldCore(LockCore):
                     return self._gave_up(start, now)
                 block = self._pause(self.recheck_interval, as_int(reply[1]), deadline, now)
                 try:
-                    yield BlockPop(wake, block)
+                    yield Wait(wake, None, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)

@@ -8,15 +8,20 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
     P{N}:fence    fencing counter, INCR on every acquisition, never expires; while the lock
                   is held it equals the holder's fencing token
     P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
-    P{N}:wake     wake-up list: a release pushes one element when the marker exists
+    P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
+                  marker exists; each process's waiters listen on one shared subscription
+                  (:mod:`redislock._core.wake`), so waiting holds no pooled connection
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
-``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits``
-(a run-time permit count). FairLock (:class:`FairKeys`) keeps ``P{N}`` and ``P{N}:fence`` as
-Lock and adds ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and one grant list
-``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``).
+``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake``
+(readers; ``rwake`` a channel too) and ``P{N}:permits`` (a run-time permit count).
+FairLock (:class:`FairKeys`) keeps ``P{N}`` and ``P{N}:fence`` as Lock and adds
+``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and the channel ``P{N}:grant``, on which a
+release grants the lock to the head waiter with the message ``<tag>|<fence>`` (tag: the
+first 20 hex digits of the sha1 of its token; see ``scripts/fair.lua``). The scripts
+declare the channels among their KEYS (same hash tag), but never write them as keys.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -124,7 +129,7 @@ class FairKeys(NamedTuple):
     queue: str
     leases: str
     info: str
-    grant_prefix: str
+    grant: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> FairKeys:
@@ -140,11 +145,11 @@ class FairKeys(NamedTuple):
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",
-            grant_prefix=base + ":grant:",
+            grant=base + ":grant",
         )
 
-    def grant(self, token: str) -> str:
-        """The list a waiter with ``token`` BLPOPs for its grant (as fair.lua computes it)."""
-        return (
-            self.grant_prefix + hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
-        )
+    @staticmethod
+    def tag(token: str) -> str:
+        """What a grant to ``token`` is tagged with on the grant channel (as fair.lua
+        computes it): a token is a secret, and any subscriber sees the channel."""
+        return hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]

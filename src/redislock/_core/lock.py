@@ -23,11 +23,11 @@ from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.keys import LockKeys
 from redislock._core.ops import (
     Acked,
-    BlockPop,
     Call,
     Eval,
     Flow,
     Replicated,
+    Wait,
     as_int,
     as_str,
     unwrap,
@@ -397,8 +397,9 @@ class LockCore:
         """Try to take the lock, waiting up to ``wait`` seconds (None: no limit).
 
         One script per try sets the key and issues the fencing token; a blocked waiter
-        sleeps in BLPOP on the wake key until a release pushes to it, at most
-        ``recheck_interval`` and at most the holder's remaining TTL.
+        waits on the name's wake-up channel (the process's shared subscription) until a
+        release publishes to it, at most ``recheck_interval`` and at most the holder's
+        remaining TTL.
         """
         if self.live() is not None:
             raise LockUsageError(
@@ -446,7 +447,7 @@ class LockCore:
                 if marker_ms == 0 or (deadline is not None and now >= deadline):
                     return self._gave_up(start, now)
                 block = self._pause(self.recheck_interval, pttl, deadline, now)
-                yield BlockPop(keys.wake, block)
+                yield Wait(keys.wake, None, block)
         finally:
             self.pending_token = None
 

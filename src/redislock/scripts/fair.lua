@@ -2,8 +2,8 @@
 -- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
 -- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
 -- is skipped about one waiter lease after it stopped renewing; and a release grants the
--- lock to the next live waiter itself (one push wakes exactly that waiter), so the waiter
--- needs no further round trip to take it.
+-- lock to the next live waiter itself (one message on the name's grant channel, tagged for
+-- exactly that waiter), so the waiter needs no further round trip to take it.
 -- The lock key, fencing counter, lock_extend.lua and lock_status.lua are those of Lock.
 --
 -- KEYS[1] lock key      string "<token>|<meta>" with a PX TTL (as Lock)
@@ -19,14 +19,17 @@
 -- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
 -- ARGV[6] queue_max     acquire: most waiters the queue takes
--- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
---                       (a key of the same hash tag; the waiter BLPOPs it)
+-- ARGV[7] grant channel "P{N}:grant": a grant PUBLISHes "<tag>|<fence>" to it, where tag =
+--                       sha1(token)[1..20] of the waiter granted (never the token: it is a
+--                       secret, and any subscriber sees the channel); see redislock._core.wake
 -- ARGV[8] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
 --                       the window in which a client may send it again
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
---            {"busy", hint_ms}        queued (or, for a single try, not taken); hint_ms bounds
---                                     the wait before the next try, -1 when the lock has no TTL
+--            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
+--                                     the wait before the next try, -1 when the lock has no TTL;
+--                                     fence: the fencing counter now (0 if absent), so a grant
+--                                     message received later is known to be newer (fence above)
 --            {"full", length}         the queue is full; the caller is not queued
 --   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
 --                                     also "ok" for a repeat of this token's release (a
@@ -38,21 +41,21 @@
 
 local op, token = ARGV[1], ARGV[2]
 
-local function grant_key(tok)
-  return ARGV[7] .. string.sub(redis.sha1hex(tok), 1, 20)
+local function grant_tag(tok)
+  return string.sub(redis.sha1hex(tok), 1, 20)
 end
 
--- ACL (docs/acl.md): each command this script may run on each key it declares (and on a
--- grant list) is checked before anything is read or written, so a refused one makes the
+-- ACL (docs/acl.md): each command this script may run on each key it declares (and on the
+-- grant channel) is checked before anything is read or written, so a refused one makes the
 -- call answer "NOPERM redislock: <COMMAND> ..." having changed nothing (Redis >= 7).
 do
   local uses = {
     {KEYS[1], {'GET', 'SET', 'DEL', 'PTTL'}},
-    {KEYS[2], {'INCR'}},
+    {KEYS[2], {'INCR', 'GET'}},
     {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
     {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
-    {grant_key(token), {'DEL', 'RPUSH', 'PEXPIRE'}},
+    {ARGV[7], {'PUBLISH'}},
   }
   if KEYS[6] then uses[7] = {KEYS[6], {'GET', 'SET'}} end
   local no = preflight(uses, true)
@@ -86,7 +89,7 @@ local function settle()
   end
 end
 
--- hand the free lock to the next live waiter: write its hold and push its fence to it
+-- hand the free lock to the next live waiter: write its hold and publish its fence to it
 local function grant_next()
   local head = redis.call('LINDEX', KEYS[3], 0)
   if not head then return false end
@@ -99,10 +102,7 @@ local function grant_next()
   redis.call('SET', KEYS[1], head .. '|' .. meta, 'PX', lease)
   local fence = redis.call('INCR', KEYS[2])
   forget(head)
-  local g = grant_key(head)
-  redis.call('DEL', g)
-  redis.call('RPUSH', g, fence)
-  redis.call('PEXPIRE', g, lease)
+  redis.call('PUBLISH', ARGV[7], grant_tag(head) .. '|' .. fence)
   settle()
   return true
 end
@@ -114,8 +114,6 @@ end
 if op == 'acquire' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
-    local g = grant_key(token)
-    redis.call('DEL', g)
     forget(token)
     settle()
     return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
@@ -135,8 +133,9 @@ if op == 'acquire' then
     local r = grant_next()
     if r ~= true and r ~= false then return r end
   end
+  local fence_now = tonumber(redis.call('GET', KEYS[2]) or 0)
   if ARGV[5] == '0' then
-    return {'busy', redis.call('PTTL', KEYS[1])}
+    return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
   end
   if not redis.call('ZSCORE', KEYS[4], token) then
     local len = redis.call('LLEN', KEYS[3])
@@ -148,7 +147,7 @@ if op == 'acquire' then
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), token)
   redis.call('HSET', KEYS[5], token, ARGV[3] .. '|' .. ARGV[4])
   settle()
-  return {'busy', redis.call('PTTL', KEYS[1])}
+  return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
 end
 
 if op == 'release' then
@@ -174,13 +173,9 @@ end
 if op == 'cancel' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then
-    local g = grant_key(token)
-    redis.call('DEL', g)
     return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
   end
   forget(token)
-  local g = grant_key(token)
-  redis.call('DEL', g)
   if not v then
     local r = grant_next()
     if r ~= true and r ~= false then return r end

@@ -20,9 +20,9 @@
 --                       entry ends (refreshed by every failed try, removed when it gets in or
 --                       leaves). For ReadWriteLock these are writers: while one waits, new
 --                       readers wait too (writer preference).
--- KEYS[4] wake list     one element is pushed when a w/p waiter may now succeed
+-- KEYS[4] wake channel  PUBLISHed "*" when a w/p waiter may now succeed (see lock_release.lua)
 -- KEYS[5] rwait marker  a reader is waiting
--- KEYS[6] rwake list    one element is pushed when a reader may now succeed
+-- KEYS[6] rwake channel PUBLISHed "*" when a reader may now succeed
 -- KEYS[7] permits key   Semaphore: the permit count set at run time (no TTL); absent: ARGV[9]
 -- KEYS[8] released      optional: sorted set of the holds released lately: token -> server
 --                       time in milliseconds at which it is forgotten (ARGV[13] after the
@@ -38,7 +38,7 @@
 -- ARGV[8] companion     acquire r: the caller's own write token ("" if none): a writer may
 --                       take a read hold beside its write hold (downgrade)
 -- ARGV[9] permits       the permit count when KEYS[7] is absent (Semaphore); 0 otherwise
--- ARGV[10] wake_ms      how long an unconsumed wake-up stays, milliseconds
+-- ARGV[10] (unused)     was the wake lists' TTL; kept so the ARGV layout stays
 -- ARGV[11] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
 -- ARGV[12] op_id        "" or a random id per call (re-entry, release, "add" extend): a call
 --                       whose op id equals the hold's last one is a client's retry after a
@@ -84,9 +84,9 @@ do
     h = {'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
     f = {'INCR'},
     w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
-    k = {'DEL', 'RPUSH', 'PEXPIRE'},
+    k = {'PUBLISH'},
     r = {'SET', 'EXISTS'},
-    s = {'DEL', 'RPUSH', 'PEXPIRE'},
+    s = {'PUBLISH'},
     p = {'GET'},
     d = {'ZSCORE', 'ZREMRANGEBYSCORE', 'ZADD', 'PEXPIRE'},
   }
@@ -150,18 +150,14 @@ local function settle()
   end
 end
 
-local function wake_w()  -- one element wakes one w/p waiter
+local function wake_w()  -- wakes one w/p waiter per process (redislock._core.wake)
   if not K.k then return end
-  redis.call('DEL', K.k)
-  redis.call('RPUSH', K.k, '1')
-  redis.call('PEXPIRE', K.k, ARGV[10])
+  redis.call('PUBLISH', K.k, '*')
 end
 
-local function wake_r()  -- one element wakes one reader (who passes it on)
+local function wake_r()  -- wakes one reader per process (who passes it on)
   if not K.s then return end
-  redis.call('DEL', K.s)
-  redis.call('RPUSH', K.s, '1')
-  redis.call('PEXPIRE', K.s, ARGV[10])
+  redis.call('PUBLISH', K.s, '*')
 end
 
 local function permits()

@@ -4,7 +4,8 @@
 -- lock_status.lua and `redislock inspect` see each name exactly as if a Lock held it.
 -- KEYS[1] lock key of the first name   string "<token>|<meta>", always with a PX TTL
 -- KEYS[2] acquire: its fence key (INCR per acquisition, never expires); release: its waiters key
--- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake key (list)
+-- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake channel
+--         (PUBLISHed "*", see lock_release.lua)
 -- KEYS[4] release: its done key (see lock_release.lua; written for one name per chunk)
 --         The keys of name i follow those of name i-1; keys per name by op:
 --           acquire: lock, fence, waiters (3);  release: lock, waiters, wake, done (4);
@@ -16,7 +17,7 @@
 -- ARGV[4] ttl_ms        acquire: lease length; extend: the amount (see ARGV[8]); milliseconds (integer >= 1)
 -- ARGV[5] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[6] wait_ms       acquire: 0 for a single try; else how long a busy name's waiters marker lasts, milliseconds
--- ARGV[7] wake_ttl_ms   release: how long an unconsumed wake-up stays, milliseconds
+-- ARGV[7] (unused)      was the wake lists' TTL; kept so the ARGV layout stays
 -- ARGV[8] mode          extend: "add" (remaining + ARGV[4]), "set" (ARGV[4]) or "max" (at least ARGV[4])
 -- ARGV[9] op_id         extend "add", optional: random per call; a call that finds its op_id in
 --                       the first name's done key was applied already (as lock_extend.lua)
@@ -24,7 +25,7 @@
 -- returns acquire: {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --                  {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                                        TTL); nothing was written but name i's waiters marker
---         release: {"ok", n, 0}          all released, one wake-up pushed per name with waiters
+--         release: {"ok", n, 0}          all released, one wake-up published per name with waiters
 --                  {status, released, i} name i was the first not ours ("gone" or "taken"); the
 --                                        ones still ours were released, others' keys untouched
 --                  A release that finds none of its names but its own release in a done key
@@ -173,15 +174,8 @@ if op == 'release' then
   for j = 1, #ours do
     if waiting[j] then
       local wake = KEYS[4 * ours[j] - 1]
-      r = redis.pcall('DEL', wake)
-      if bad(r) then return failed('DEL', r) end
-      r = redis.pcall('RPUSH', wake, '1')
-      if bad(r) then return failed('RPUSH', r) end
-      r = redis.pcall('PEXPIRE', wake, ARGV[7])
-      if bad(r) then
-        redis.pcall('DEL', wake)  -- undo: never a wake list without a TTL
-        return failed('PEXPIRE', r)
-      end
+      r = redis.pcall('PUBLISH', wake, '*')
+      if bad(r) then return failed('PUBLISH', r) end
     end
   end
   local done = KEYS[4 * ours[1]]

@@ -597,8 +597,9 @@ async def test_cancelled_waiter_holds_nothing(ar: redis.asyncio.Redis) -> None:
     m = AsyncMultiLock(ar, names, ttl=10)
     task = asyncio.create_task(m.acquire(timeout=30))
 
-    async def blocked() -> bool:  # in BLPOP, after giving back the first chunk
-        return int((await ar.info("clients"))["blocked_clients"]) == 1
+    async def blocked() -> bool:  # waiting for a wake-up, after giving back the first chunk
+        reply = await ar.pubsub_numsub(key(names[-1]) + ":wake")
+        return int(reply[0][1]) == 1
 
     await async_wait_for(blocked)
     assert await ar.exists(*(key(n) for n in names[:-1])) == 0

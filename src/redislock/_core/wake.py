@@ -34,7 +34,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["LINGER", "Board", "Channel", "Waiter", "gate_size", "ticket"]
+from redislock._core.ops import no_permission
+from redislock.errors import NoPermissionError
+
+__all__ = ["LINGER", "Board", "Channel", "Waiter", "gate_size", "refusal", "ticket"]
 
 _COUNTER = itertools.count(1)
 
@@ -66,6 +69,8 @@ class Waiter:
     """The flavour's signal (an asyncio future, a threading event)."""
     done: bool = False
     payload: str | None = None
+    error: BaseException | None = None
+    """Raised by its Wait instead of a payload (the server refused the subscription)."""
     claimed: bool = False
     """It took a plain wake-up that is meant for one waiter only: if it cannot use it (it
     is cancelled), :meth:`Board.pass_on` gives it to the next."""
@@ -223,6 +228,25 @@ class Board:
         else:
             del self.channels[channel]
 
+    def refused(self, error: BaseException, command: str | None) -> list[Waiter]:
+        """The server answered an error to our SUBSCRIBE or UNSUBSCRIBE (an ACL refusal),
+        ``command`` says which when known. A refused UNSUBSCRIBE leaves its channels
+        subscribed (live again); a refused SUBSCRIBE fails the Waits of the channels it
+        asked for (returned, with ``error``), which are forgotten: the next Wait asks again.
+        """
+        woken: list[Waiter] = []
+        for name, ch in list(self.channels.items()):
+            if ch.phase == "unsubscribing" and command in (None, "UNSUBSCRIBE"):
+                ch.phase = "live"
+                ch.idle_since = time.monotonic()
+            elif ch.phase == "subscribing" and command != "UNSUBSCRIBE":
+                for w in list(ch.waiters):
+                    self._resolve(ch, w, None)
+                    w.error = error
+                    woken.append(w)
+                del self.channels[name]
+        return woken
+
     def broken(self) -> list[Waiter]:
         """The connection failed: every channel must be subscribed again and every waiter
         re-checks (returned, resolved with None). With no waiter at all, every channel is
@@ -308,6 +332,16 @@ def gate_size(client: Any) -> int | None:
     if not isinstance(n, int) or isinstance(n, bool) or n >= 1 << 20:
         return None
     return max(1, n - 2)
+
+
+def refusal(exc: Exception) -> tuple[BaseException, str | None]:
+    """The error a refused SUBSCRIBE raises in its waiters (a
+    :class:`redislock.errors.NoPermissionError` naming the command; SUBSCRIBE when the
+    refusal is of a channel), and the command refused if the reply says."""
+    err = no_permission(str(exc))
+    if err.command is None:
+        return NoPermissionError(str(exc), "SUBSCRIBE"), None
+    return err, err.command
 
 
 def text(value: object) -> str:

@@ -3,9 +3,10 @@
 read by one task, for every waiter of every lock of that client (see
 :mod:`redislock._core.wake`). Hand-written; its sync twin is :mod:`redislock.sync._hub`.
 
-The reader task alone uses the :class:`redis.asyncio.client.PubSub`: it keeps one read
-pending and, when a waiter needs a new channel, sends SUBSCRIBE beside it (a waiter kicks it
-with an :class:`asyncio.Event`). On a connection error every waiter re-checks at once and
+The reader task alone reads the :class:`redis.asyncio.client.PubSub` (in its own task: no
+read is left behind in a task of its own when the loop shuts down); when a waiter needs a
+new channel, a short task sends SUBSCRIBE beside the pending read (asyncio writes whole
+commands). On a connection error every waiter re-checks at once and
 the reader connects again with back-off; it stops, and closes its connection, when no
 channel was wanted for :data:`redislock._core.wake.LINGER` seconds.
 """
@@ -19,11 +20,13 @@ import time
 import weakref
 from typing import Any
 
+import redis.asyncio.cluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ResponseError
 
 from redislock._core.ops import Wait
-from redislock._core.wake import Board, Waiter, gate_size, text
+from redislock._core.wake import Board, Waiter, gate_size, refusal, text
 
 __all__ = ["gate", "pass_on", "wait"]
 
@@ -35,6 +38,9 @@ _Gates = dict[asyncio.AbstractEventLoop, asyncio.Semaphore | None]
 _GATES: weakref.WeakKeyDictionary[Any, _Gates] = weakref.WeakKeyDictionary()
 
 _BACKOFF = (0.02, 2.0)
+
+_READ = 60.0
+"""Longest single read, in seconds (the reader re-checks its channels' linger after it)."""
 """First and longest pause, in seconds, before the reader connects again after an error."""
 
 
@@ -46,8 +52,10 @@ class _Hub:
         self.loop = loop
         self.pid = os.getpid()
         self.board = Board()
-        self.kick = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.ps: Any = None
+        """The reader's PubSub while it serves (connected, its retries off)."""
+        self.sender: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ waiters
 
@@ -57,9 +65,10 @@ class _Hub:
             return payload
         fut: asyncio.Future[str | None] = self.loop.create_future()
         w.handle = fut
-        if self.board.requests:
-            self.kick.set()
         self._start()
+        idle_sender = self.sender is None or self.sender.done()
+        if self.board.requests and self.ps is not None and idle_sender:
+            self.sender = self.loop.create_task(self._send(self.ps))
         timer = self.loop.call_later(op.timeout, self._expire, w)
         try:
             return await fut
@@ -77,7 +86,10 @@ class _Hub:
     def _set(self, w: Waiter, payload: str | None) -> None:
         fut = w.handle
         if fut is not None and not fut.done():
-            fut.set_result(payload)
+            if w.error is not None:
+                fut.set_exception(w.error)
+            else:
+                fut.set_result(payload)
 
     def _signal(self, w: Waiter | None) -> None:
         if w is not None:
@@ -86,6 +98,25 @@ class _Hub:
     def _wake(self, woken: list[Waiter]) -> None:
         for w in woken:
             self._set(w, w.payload)
+
+    async def _send(self, ps: Any) -> None:
+        """Send the SUBSCRIBE a new waiter needs beside the reader's pending read (asyncio
+        writes whole commands; the reader alone reads). On failure the connection is closed:
+        the reader then finds it broken and every waiter re-checks."""
+        if ps is not self.ps:  # the reader reconnected meanwhile: it sends what is wanted
+            return
+        try:
+            await self._flush(ps)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await ps.connection.disconnect()
+
+    async def _flush(self, ps: Any) -> None:
+        subs, unsubs = self.board.take(time.monotonic())
+        if subs:
+            await ps.subscribe(*subs)
+        if unsubs:
+            await ps.unsubscribe(*unsubs)
 
     # ------------------------------------------------------------------ the reader
 
@@ -100,7 +131,7 @@ class _Hub:
             if client is None:
                 self.task = None
                 return
-            ps = client.pubsub()
+            ps = _pubsub(client)
             del client
             idle = False
             saved = None
@@ -112,8 +143,13 @@ class _Hub:
                 await self._serve(ps)
                 idle = True
             except Exception:
+                self.ps = None
                 self._wake(self.board.broken())  # every waiter re-checks now
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None  # redis-py turned it into an error
             finally:
+                self.ps = None
                 if saved is not None and ps.connection is not None:
                     ps.connection.retry = saved  # the connection goes back to the pool
                 with contextlib.suppress(Exception):
@@ -128,41 +164,21 @@ class _Hub:
 
     async def _serve(self, ps: Any) -> None:
         """Read ``ps`` and send what the board asks for until the hub is idle."""
-        read: asyncio.Future[Any] | None = None
-        try:
-            while True:
-                self.kick.clear()
-                now = time.monotonic()
-                subs, unsubs = self.board.take(now)
-                if subs:
-                    await ps.subscribe(*subs)
-                if unsubs:
-                    await ps.unsubscribe(*unsubs)
-                if self.board.idle(now):
-                    self.task = None  # a new waiter starts a new reader while this one closes
-                    return
-                if read is None and ps.connection is not None:
-                    read = asyncio.ensure_future(ps.get_message(timeout=None))
-                kicked = asyncio.ensure_future(self.kick.wait())
-                waits: set[asyncio.Future[Any]] = {kicked}
-                if read is not None:
-                    waits.add(read)
-                try:
-                    await asyncio.wait(
-                        waits,
-                        timeout=self.board.next_check(now),
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                finally:
-                    kicked.cancel()
-                if read is not None and read.done():
-                    msg, read = read.result(), None
-                    self._handle(msg)
-        finally:
-            if read is not None:
-                read.cancel()
-                with contextlib.suppress(BaseException):
-                    await read
+        self.ps = ps
+        while True:
+            await self._flush(ps)
+            now = time.monotonic()
+            if self.board.idle(now):
+                self.task = None  # a new waiter starts a new reader while this one closes
+                self.ps = None
+                return
+            soon = self.board.next_check(now)
+            try:
+                msg = await ps.get_message(timeout=_READ if soon is None else min(soon, _READ))
+            except ResponseError as exc:  # an error reply: the connection is fine
+                self._wake(self.board.refused(*refusal(exc)))
+                continue
+            self._handle(msg)
 
     def _handle(self, msg: Any) -> None:
         if not msg:
@@ -175,8 +191,14 @@ class _Hub:
             self._wake(self.board.subscribed(channel))
         elif kind == "unsubscribe":
             self.board.unsubscribed(channel)
-            if self.board.requests:
-                self.kick.set()
+
+
+def _pubsub(client: Any) -> Any:
+    """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
+    picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        return client.pubsub(node=client.get_random_node())
+    return client.pubsub()
 
 
 def _hub(client: Any) -> _Hub:

@@ -23,8 +23,11 @@ import time
 import weakref
 from typing import Any
 
+import redis.cluster
+from redis.exceptions import ResponseError
+
 from redislock._core.ops import Wait
-from redislock._core.wake import Board, Waiter, gate_size, text
+from redislock._core.wake import Board, Waiter, gate_size, refusal, text
 
 __all__ = ["gate", "pass_on", "wait"]
 
@@ -78,6 +81,8 @@ class _Hub:
                 self.board.drop(w)
                 return None
             w.claimed = False  # it returns: the driver passes it on if it goes unused
+            if w.error is not None:
+                raise w.error
             return w.payload
 
     @staticmethod
@@ -123,7 +128,7 @@ class _Hub:
                     self.thread = None
                     self.kick_w = None
                 return
-            ps = client.pubsub()
+            ps = _pubsub(client)
             del client
             try:
                 if self._serve(ps, kick_r):
@@ -161,7 +166,12 @@ class _Hub:
             conn = ps.connection
             while conn is not None and conn.can_read(timeout=0):
                 # a whole reply is on its way: read it without a timeout
-                self._handle(ps.handle_message(ps.parse_response(block=True)))
+                try:
+                    self._handle(ps.handle_message(ps.parse_response(block=True)))
+                except ResponseError as exc:  # an error reply: the connection is fine
+                    with self.lock:
+                        woken = self.board.refused(*refusal(exc))
+                    self._wake(woken)
             sock = None if conn is None else getattr(conn, "_sock", None)
             ready, _, _ = select.select(
                 [kick_r] if sock is None else [kick_r, sock], [], [], timeout
@@ -184,6 +194,14 @@ class _Hub:
             elif kind == "unsubscribe":
                 self.board.unsubscribed(channel)
         self._wake(woken)
+
+
+def _pubsub(client: Any) -> Any:
+    """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
+    picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
+    if isinstance(client, redis.cluster.RedisCluster):
+        return client.pubsub(node=client.get_random_node())  # type: ignore[no-untyped-call]
+    return client.pubsub()
 
 
 def _hub(client: Any) -> _Hub:

@@ -728,7 +728,7 @@ def test_cluster_multilock_across_slots(rc: redis.cluster.RedisCluster) -> None:
     m = MultiLock(rc, names, ttl=10)
     assert m.acquire(blocking=False) is False
     assert cluster_keys_left(rc, names) == 1  # the chunks taken before "c:30" were given back
-    # A waiter is woken by the release of the busy name (BLPOP on its node).
+    # A waiter is woken by the release of the busy name (through the wake-up channel).
     waiter = Background(lambda: m.acquire(timeout=20))
     wait_for(lambda: rc.exists(LockKeys.for_name("c:30").wait) == 1)
     blocker.release()

@@ -91,8 +91,10 @@ class AsyncLock(AsyncLease):
         """Take the lock, waiting up to ``timeout`` seconds.
 
         One round trip per try: a script sets the key with a fresh token and PX TTL only if
-        absent, and issues the next fencing token. A waiter is woken by the release (BLPOP on
-        a wake-up list), re-checking at least every ``recheck_interval`` seconds.
+        absent, and issues the next fencing token. A waiter is woken by the release (a message on
+        the name's wake-up channel, which all the waiters of the process share on one
+        connection: waiting holds no pooled connection), re-checking at least every
+        ``recheck_interval`` seconds.
 
         Args:
             blocking: False for a single try.

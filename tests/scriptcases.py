@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from redislock._core.keys import FairKeys, HoldKeys, LockKeys
+from redislock._core.keys import GRANT_SUFFIX, FairKeys, HoldKeys, LockKeys
 from redislock._core.lock import DONE_MS, LockCore
 from redislock._core.scripts import SCRIPTS
 
@@ -327,7 +327,11 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
 M3 = LockKeys.for_name("job}3")
 MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
-MREL = (M1.lock, M1.wait, M1.wake, M1.done, M2.lock, M2.wait, M2.wake, M2.done)
+Q1, Q2 = FairKeys.of(M1.lock), FairKeys.of(M2.lock)  # their queues of Lock / FairLock waiters
+MREL = (
+    *(M1.lock, M1.wait, M1.wake, M1.done, Q1.queue, Q1.leases),
+    *(M2.lock, M2.wait, M2.wake, M2.done, Q2.queue, Q2.leases),
+)
 MLOCKS = (M1.lock, M2.lock)
 
 
@@ -348,7 +352,8 @@ def multi_args(
     itself for DONE_MS unless ``done_ms`` says otherwise)."""
     if op == "release" and done_ms == "":
         done_ms = DONE_MS
-    return (op, n, token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+    args = (op, n, token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+    return (*args, GRANT_SUFFIX) if op == "release" else args
 
 
 def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:

@@ -30,7 +30,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 # What each profile runs: scripts (every command in them), and commands sent from Python.
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
     "Lock": (
-        {"lock_acquire", "lock_release", "lock_extend", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
@@ -40,7 +40,7 @@ PROFILES: dict[str, tuple[set[str], set[str]]] = {
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS", "SET", "DEL"},
     ),
     "FairLock": (
-        {"fair", "lock_extend", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status"},
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
     "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
@@ -202,13 +202,20 @@ HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN = {("RLock", "GET"), ("Semaphore", "SET")} | {
+NEVER_RUN = {
+    ("RLock", "GET"),
+    ("Semaphore", "SET"),
+    ("MultiLock", "TIME"),
+    ("MultiLock", "ZSCORE"),
+} | {
     (kind, "UNSUBSCRIBE")
     for kind in ("Lock", "RLock", "ReadWriteLock", "Semaphore", "FairLock", "MultiLock")
 }
-"""hold.lua commands a kind never runs: a permit count (GET) for RLock, a reader's marker
-(SET) for Semaphore; and UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a
-few seconds (refused, the channel stays subscribed until the connection closes)."""
+"""Profile commands the scenario never runs: hold.lua's permit count (GET) for RLock, a
+reader's marker (SET) for Semaphore; multi.lua's check of a queued Lock waiter's waiter
+lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases); and
+UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
+channel stays subscribed until the connection closes)."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:

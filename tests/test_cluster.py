@@ -8,9 +8,9 @@ What it shows:
   ``FairLock``, a ``Semaphore`` permit), sync and asyncio, acquires, extends, answers
   ``owned()``/``locked()``, excludes a second client, releases, and hands out strictly
   increasing fencing tokens; a blocked waiter on another client is woken by the release.
-  Every key the kind writes (lock, fence, wait markers, wake lists, the fair queue and its
-  grant list) lies in the slot of the lock key (``redis.crc.key_slot``), so no script gets
-  CROSSSLOT and a slot migration moves a lock whole.
+  Every key the kind writes (lock, fence, wait markers, the fair queue) lies in the slot of
+  the lock key (``redis.crc.key_slot``), as do the names of its wake-up and grant channels,
+  so no script gets CROSSSLOT and a slot migration moves a lock whole.
 * The watchdog renews many leases whose names fall on all three masters. A ``RedisCluster``
   pipeline refuses EVALSHA, so the renewers batch only plain clients and renew cluster
   leases one request each; the leases stay alive and are never reported lost.
@@ -452,9 +452,9 @@ def test_kind_handoff_sync(cluster: LocalCluster, sync_client: Any, kind: str) -
     """A waiter on another client blocks, then is woken by the release: with a 20 s
     recheck interval, a 30 s lease and a 30 s waiter lease, nothing but the release's
     wake-up lets it in within 3 s. Its keys (wait markers, queue) share the slot too. A
-    FairLock release pushes the grant from inside fair.lua to a list it does not declare;
-    Redis Cluster refuses a script that touches a key of another slot, so this hand-off
-    also shows the grant list is in the lock's slot."""
+    Lock or FairLock release publishes the grant from inside fair.lua on the name's grant
+    channel (classic PUBLISH reaches every node, whichever node the waiter's process
+    subscribed on), so this hand-off also shows the grant reaches another client."""
     name = f"handoff-{kind}"
     holder = SyncHold(RIVAL.get(kind, kind), sync_client(), name, ttl=30)
     extra = {"waiter_lease": 30.0} if kind == "fair" else {}
@@ -853,7 +853,8 @@ def test_slot_migration_of_a_held_lock_sync(
     partly missing (a lock's wait and wake keys usually do not exist), gets TRYAGAIN, which
     redis-py retries and then raises (``ClusterError``); a single-key script follows ASK.
     No call hangs and none answers wrong. For the hash kinds, which declare per call only
-    the keys it touches, the holder's calls all answer. Once ``SETSLOT NODE`` is done, the
+    the keys it touches, the holder's calls all answer, but for an extend while its hash
+    and the hash's expiry index are on different masters. Once ``SETSLOT NODE`` is done, the
     lock is intact on the new master: owned, extendable, excluding the rival, and released
     normally."""
     name = f"mig-{kind}"
@@ -878,10 +879,15 @@ def test_slot_migration_of_a_held_lock_sync(
         cluster.finish_migration(slot, src, to)
     record("errors", seen)
     if kind == "rlock":
-        # hold.lua declares only the keys a call touches: owned, extend and locked are
-        # one-key calls that follow ASK, and a single try needs the hash and the fencing
-        # counter only, so it fails only while those two are on different masters.
-        assert set(seen) <= {"split: rival try ClusterError", "migrating: rival wait ClusterError"}
+        # hold.lua declares only the keys a call touches: owned and locked are one-key
+        # calls that follow ASK, an extend needs the hash and its expiry index, and a single
+        # try those and the fencing counter, so each fails only while its keys are on
+        # different masters.
+        assert set(seen) <= {
+            "split: extend ClusterError",
+            "split: rival try ClusterError",
+            "migrating: rival wait ClusterError",
+        }
     assert cluster.master_of(slot).id == to.id
     assert to.admin.exists(lock_key(name)) == 1
     assert on_a(a.owned)

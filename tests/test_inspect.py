@@ -131,7 +131,7 @@ def test_a_lock(r: redis.Redis) -> None:
     assert (info.kind, info.held, info.fencing_counter, info.holders) == ("none", False, 2, ())
     waiter = Lock(r, "job", ttl=TTL)
     with Lock(r, "job", ttl=TTL) as lock:
-        assert waiter.acquire(timeout=0.05) is False  # leaves the waiter marker behind
+        assert waiter.acquire(timeout=0.05) is False  # queued, then left the queue
         info = inspect(r, "job")
         assert (info.name, info.key, info.kind, info.key_type) == (
             "job",
@@ -139,7 +139,7 @@ def test_a_lock(r: redis.Redis) -> None:
             "lock",
             "string",
         )
-        assert (info.held, info.fencing_counter, info.waiting) == (True, 3, True)
+        assert (info.held, info.fencing_counter, info.waiting) == (True, 3, False)
         assert_lease(info.ttl)
         holder = holder_of(info)
         assert (holder.role, holder.host, holder.pid, holder.hold_count) == ("holder", HOST, PID, 1)
@@ -281,6 +281,35 @@ def test_a_fair_lock_with_queued_waiters(r: redis.Redis) -> None:
     assert got == [True, True]
     info = inspect(r, "fq")
     assert (info.kind, info.held, info.fencing_counter, info.queue) == ("none", False, 3, ())
+
+
+def test_a_lock_with_a_queued_waiter(r: redis.Redis) -> None:
+    """A Lock's waiters queue as a FairLock's do (one queue per name): shown as kind "fair"."""
+    holder = Lock(r, "lq", ttl=TTL)
+    assert holder.acquire(timeout=5)
+    waiter = Lock(r, "lq", ttl=TTL)
+    got: list[bool] = []
+
+    def take() -> None:
+        got.append(waiter.acquire(timeout=30))
+        waiter.release()
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    try:
+        wait_for(lambda: len(inspect(r, "lq").queue) == 1)
+        info = inspect(r, "lq")
+        assert (info.kind, info.held, info.waiting) == ("fair", True, True)
+        [queued] = [as_str(t) for t in r.lrange(key("lq") + ":queue", 0, -1)]
+        assert [(w.position, w.token_tag) for w in info.queue] == [(1, token_tag(queued))]
+        assert_lease(info.queue[0].lease_remaining, 1.0)  # Lock's waiter lease
+        assert_no_secret(info, holder.token, queued)
+    finally:
+        holder.release()
+        thread.join(30)
+    assert got == [True]
+    info = inspect(r, "lq")
+    assert (info.kind, info.held, info.fencing_counter, info.queue) == ("none", False, 2, ())
 
 
 def test_a_semaphore_with_permits(r: redis.Redis) -> None:

@@ -24,8 +24,10 @@ from redis.crc import key_slot
 
 from redislock import (
     AcquireTimeoutError,
+    AsyncFairLock,
     AsyncLock,
     AsyncMultiLock,
+    FairLock,
     Lock,
     LockConfigError,
     LockLostError,
@@ -35,7 +37,7 @@ from redislock import (
     RLock,
     UnexpectedReplyError,
 )
-from redislock._core.keys import LockKeys
+from redislock._core.keys import FairKeys, LockKeys
 from redislock._core.lock import DONE_MS, HolderInfo
 from redislock._core.multi import CHUNK, MAX_NAMES, plan
 from redislock._core.scripts import SCRIPTS
@@ -93,6 +95,11 @@ class Multi:
         if self.name == "sync":
             return Lock(self.client, name, **kwargs)
         return AsyncFacade(AsyncLock(self.client, name, **kwargs), self.lt)
+
+    def fair(self, name: str, **kwargs: Any) -> Any:
+        if self.name == "sync":
+            return FairLock(self.client, name, **kwargs)
+        return AsyncFacade(AsyncFairLock(self.client, name, **kwargs), self.lt)
 
 
 @pytest.fixture(params=[("sync", False), ("async", True)], ids=["sync-bytes", "async-decoded"])
@@ -300,10 +307,22 @@ def test_excludes_lock_both_ways(fl: Multi) -> None:
     assert waiter.join() is True
     other = fl.lock("a", ttl=10)
     lock_waiter = Background(lambda: other.acquire(timeout=20))
-    wait_for(lambda: fl.admin.exists(LockKeys.for_name("a").wait) == 1)
-    m.release()
+    wait_for(lambda: fl.admin.exists(FairKeys.for_name("a").queue) == 1)  # Lock waiters queue
+    m.release()  # wakes the queue's first live waiter, which then takes the lock
     assert lock_waiter.join() is True
     other.release()
+    # The wake-up serves it, not a re-check: a FairLock waiter (the same queue) that
+    # re-checks only every 20 s is served at once.
+    assert m.acquire(blocking=False)
+    slow = fl.fair("a", ttl=10, waiter_lease=60, recheck_interval=20)
+    fair_waiter = Background(lambda: slow.acquire(timeout=30))
+    wait_for(lambda: fl.admin.exists(FairKeys.for_name("a").queue) == 1)
+    time.sleep(0.1)  # waiting on its grant channel
+    started = time.monotonic()
+    m.release()
+    assert fair_waiter.join() is True
+    assert time.monotonic() - started < 5
+    slow.release()
 
 
 def test_fencing_tokens_are_one_sequence_per_name_shared_with_lock(fl: Multi) -> None:
@@ -598,11 +617,14 @@ async def test_cancelled_waiter_holds_nothing(ar: redis.asyncio.Redis) -> None:
     task = asyncio.create_task(m.acquire(timeout=30))
 
     async def blocked() -> bool:  # waiting for a wake-up, after giving back the first chunk
+        # (its first wait on a channel only just subscribed returns at once: one more try,
+        # which takes the first chunk again for a moment)
         reply = await ar.pubsub_numsub(key(names[-1]) + ":wake")
-        return int(reply[0][1]) == 1
+        if int(reply[0][1]) != 1:
+            return False
+        return int(await ar.exists(*(key(n) for n in names[:-1]))) == 0
 
     await async_wait_for(blocked)
-    assert await ar.exists(*(key(n) for n in names[:-1])) == 0
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -742,7 +764,7 @@ def test_cluster_multilock_across_slots(rc: redis.cluster.RedisCluster) -> None:
     assert Lock(rc, "big}7", ttl=10).acquire(blocking=False) is False
     other = Lock(rc, "c:5", ttl=10)
     lock_waiter = Background(lambda: other.acquire(timeout=20))
-    wait_for(lambda: rc.exists(LockKeys.for_name("c:5").wait) == 1)
+    wait_for(lambda: rc.exists(FairKeys.for_name("c:5").queue) == 1)  # Lock waiters queue
     m.release()
     assert lock_waiter.join() is True
     other.release()

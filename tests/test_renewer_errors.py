@@ -106,3 +106,75 @@ def test_async_unexpected_renewal_error_reports_the_loss(redis_server: RedisProc
             await client.aclose()
 
     asyncio.run(go())
+
+
+def test_batched_renewals_report_each_lock_on_its_own(
+    redis_server: RedisProcess, admin: redis.Redis
+) -> None:
+    """Leases of one plain client due together are renewed by ONE lock_renew call (counted
+    with INFO commandstats); a lock whose key was deleted and one taken over are lost, each
+    once, while the others in the same call keep being renewed."""
+
+    async def go() -> None:
+        client = redis.asyncio.Redis(**redis_server.client_kwargs())
+        lost: list[str] = []
+        locks = [
+            AsyncLock(client, f"b{i}", watchdog_lease=LEASE, on_lost=lambda s: lost.append(s.name))
+            for i in range(20)
+        ]
+        try:
+            for lock in locks:
+                assert await lock.acquire()
+            admin.delete(locks[3].key)
+            admin.set(locks[7].key, "someone-else|meta", px=60_000)
+            admin.config_resetstat()
+            await asyncio.sleep(LEASE * 2.2)  # about six renewals each
+            stats = admin.info("commandstats")
+            renew_calls = stats.get("cmdstat_evalsha", {}).get("calls", 0)
+            renewals = sum(lock.statistics().renewals for lock in locks)
+            assert sorted(lost) == ["b3", "b7"]
+            assert locks[3].lost
+            assert locks[7].lost
+            assert renewals >= 18 * 5
+            assert renew_calls < renewals / 4  # batched: far fewer calls than renewals
+            for i, lock in enumerate(locks):
+                if i in (3, 7):
+                    continue
+                assert lock.statistics().held
+                assert 0 < admin.pttl(lock.key) <= LEASE * 1000
+            assert admin.get(locks[7].key) == "someone-else|meta"  # never touched
+        finally:
+            for i, lock in enumerate(locks):
+                if i not in (3, 7):
+                    await lock.release()
+            await client.aclose()
+
+    asyncio.run(go())
+
+
+def test_sync_batched_renewals_report_each_lock_on_its_own(
+    redis_server: RedisProcess, admin: redis.Redis
+) -> None:
+    client = redis.Redis(**redis_server.client_kwargs())
+    lost: list[str] = []
+    locks = [
+        Lock(client, f"s{i}", watchdog_lease=LEASE, on_lost=lambda s: lost.append(s.name))
+        for i in range(20)
+    ]
+    try:
+        for lock in locks:
+            assert lock.acquire()
+        admin.delete(locks[2].key)
+        admin.config_resetstat()
+        time.sleep(LEASE * 2.2)
+        renew_calls = admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        renewals = sum(lock.statistics().renewals for lock in locks)
+        assert lost == ["s2"]
+        assert renewals >= 19 * 5
+        assert renew_calls < renewals / 4
+        assert all(lock.statistics().held for i, lock in enumerate(locks) if i != 2)
+    finally:
+        for i, lock in enumerate(locks):
+            if i != 2:
+                lock.release()
+        client.close()

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from redislock._core.fair import FairCore
+from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FAIR,
@@ -24,18 +25,23 @@ from tests.scriptcases import (
     Clock,
     Error,
     F,
+    K,
     absent,
     base_core,
     facq,
     fair_args,
     fheld,
     granted,
+    marker,
     not_queued,
     queue_ttl,
     run_case,
     ttl,
     waiter,
+    woken,
 )
+
+FULL = (*FAIR, K.done, K.wait, K.wake)  # release, force: with Lock's done key, MultiLock's marker
 
 CASES = [
     # ---------------------------------------------------------------- fair: acquire
@@ -111,7 +117,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", Between(5000 - SLACK, 5000), 7],
+        ["busy", Between(5000 - SLACK, 5000)],  # the fast path (nobody queued): no counter
         setup=[fheld(OTHER), ("SET", F.fence, 7)],
         after=[
             (("GET", F.lock), f"{OTHER}|{META}"),
@@ -142,7 +148,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", -1, 0],
+        ["busy", -1],
         setup=[("SET", F.lock, "not ours")],
         after=[(("GET", F.lock), "not ours"), *absent(F.fence, F.queue)],
     ),
@@ -270,6 +276,47 @@ CASES = [
         "ok",
         setup=[fheld(TOKEN), ("SET", F.fence, 3)],
         after=[(("GET", F.fence), "3"), *absent(F.lock, F.queue)],
+    ),
+    Case(
+        "fair-release-fast-path-wakes-a-waiting-multilock",  # nobody queued: Lock's release
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS),
+        "ok",
+        setup=[fheld(TOKEN), ("SET", F.fence, 3), marker(K.wait)],
+        after=[
+            *absent(F.lock, F.queue),
+            *woken(K.wake),
+            (("GET", K.done), TOKEN),
+            (("GET", F.fence), "3"),
+        ],
+    ),
+    Case(
+        "fair-release-grants-and-wakes-a-waiting-multilock",
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), marker(K.wait)],
+        after=[*granted(OTHER, 4, 8000), *woken(K.wake), (("GET", K.done), TOKEN)],
+    ),
+    Case(
+        "fair-acquire-no-queue-limit",  # a Lock's queue (queue_max 0)
+        "fair",
+        FAIR,
+        facq(waiter_ms=1000, queue_max=0),
+        ["busy", Between(5000 - SLACK, 5000), 0],
+        setup=[fheld(OTHER), *waiter(THIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [THIRD, TOKEN])],
+    ),
+    Case(
+        "fair-acquire-single-try-on-a-held-lock-is-busy",  # the fast path: nobody queued
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER)],
+        after=[(("GET", F.lock), f"{OTHER}|{META}"), *absent(F.queue, F.leases, F.fence)],
     ),
     Case(
         "fair-release-taken",
@@ -452,3 +499,6 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     assert op.args == facq()
     assert fair_core._fair("release", TOKEN).args == fair_args("release")
     assert fair_core._fair("force", "").args == fair_args("force", "")
+    assert fair_core._release_op(TOKEN).keys == FULL
+    assert fair_core._release_op(TOKEN).args == (*fair_args("release"), DONE_MS)
+    assert fair_core._ending("force", "").keys == FULL

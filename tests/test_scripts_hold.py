@@ -4,11 +4,17 @@ redis-server through EVAL, case by case (the case format is in ``tests/scriptcas
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import pytest
 import redis
 
 from redislock._core.hold import HoldCore
 from redislock._core.lock import DONE_MS
+from redislock._core.ops import Eval
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FOURTH,
@@ -26,6 +32,7 @@ from tests.scriptcases import (
     Error,
     H,
     HoldValue,
+    Timed,
     absent,
     acq,
     base_core,
@@ -40,6 +47,61 @@ from tests.scriptcases import (
 
 OP_A, OP_B = "a" * 16, "b" * 16
 DONE = 60_000
+BAND = {"w": 0, "r": 10**13, "p": 2 * 10**13}
+"""hold.lua's score bands in the expiry index: a hold's score is BAND[mode] + expires_ms."""
+
+
+@dataclass(frozen=True)
+class Score(Timed):
+    """Setup text: the index score of a ``mode`` hold whose lease ends ``offset_ms`` from now."""
+
+    mode: str
+    offset_ms: int
+
+    def at(self, now_ms: int) -> str:
+        return str(BAND[self.mode] + now_ms + self.offset_ms)
+
+
+@dataclass(frozen=True)
+class InBand(Timed):
+    """Check: the index score of a ``mode`` hold whose lease ends in [now + lo, now + hi]."""
+
+    mode: str
+    lo: int
+    hi: int
+
+    def at(self, now_ms: int) -> Between:
+        base = BAND[self.mode] + now_ms
+        return Between(base + self.lo, base + self.hi, numeric=True)
+
+
+def indexed(
+    token: str = TOKEN, mode: str = "w", lease_ms: int = 5000, *, count: int = 1, fence: int = 1
+) -> list[tuple[Any, ...]]:
+    """Setup: a hold as hold.lua keeps it, in the hash and in the expiry index."""
+    return [
+        hold(token, mode, lease_ms, count=count, fence=fence),
+        ("ZADD", H.expiry, Score(mode, lease_ms), token),
+    ]
+
+
+def both_ttl(ms: int) -> list[tuple[Any, ...]]:
+    return [ttl(H.lock, ms), ttl(H.expiry, ms)]
+
+
+ENDED = [f"{i:032x}" for i in range(1, 11)]
+"""Ten tokens, for holds whose leases ended."""
+
+
+def ended(mode: str) -> list[tuple[Any, ...]]:
+    """Setup: ten indexed ``mode`` holds whose leases ended a second ago."""
+    return [cmd for token in ENDED for cmd in indexed(token, mode, -1000)]
+
+
+def index_matches(size: int) -> list[tuple[tuple[Any, ...], Any]]:
+    """Checks: the hash holds ``size`` holds, and its index as many."""
+    return [(("HLEN", H.lock), size), (("ZCARD", H.expiry), size)]
+
 
 CASES = [
     # ---------------------------------------------------------------- hold: acquire
@@ -56,6 +118,9 @@ CASES = [
                 (("PTTL", H.lock), Between(10000 - SLACK, 10000)),
                 (("GET", H.fence), "1"),
                 (("PTTL", H.fence), -1),  # the fence counter never expires
+                (("ZSCORE", H.expiry, TOKEN), InBand(mode, 10000, 10000 + SLACK)),
+                (("PTTL", H.expiry), Between(10000 - SLACK, 10000)),
+                *index_matches(1),
                 *absent(H.wait, H.wake, H.rwait, H.rwake),
             ],
         )
@@ -664,10 +729,10 @@ CASES = [
         setup=[hold(mode="r", count=2, fence=9), ttl(H.lock, 5000)],
     ),
     Case(
-        "hold-extend-declares-the-hash-only",
+        "hold-extend-declares-the-hash-and-its-index",  # both exist together (slot migration)
         "hold",
-        (H.lock,),
-        (*hold_args("extend", ms=3000, extend_mode="add"), OP_A, DONE, "h"),
+        (H.lock, H.expiry),
+        (*hold_args("extend", ms=3000, extend_mode="add"), OP_A, DONE, "hx"),
         ["ok", Between(8000 - SLACK, 8000)],
         setup=[hold(fence=3), ttl(H.lock, 5000)],
         after=[(("PTTL", H.lock), Between(8000 - SLACK, 8000))],
@@ -675,8 +740,8 @@ CASES = [
     Case(
         "hold-undeclared-keys-count-as-absent",  # a Semaphore's release names no reader keys
         "hold",
-        (H.lock, H.wait, H.wake, H.permits, H.released),
-        (*hold_args("release", mode="p", permits=3), OP_A, DONE, "hwkpd"),
+        (H.lock, H.wait, H.wake, H.permits, H.released, H.expiry),
+        (*hold_args("release", mode="p", permits=3), OP_A, DONE, "hwkpdx"),
         ["ok", 0],
         setup=[hold(mode="p"), ttl(H.lock, 5000), marker(H.rwait)],
         after=[*absent(H.lock, H.rwake, H.wake)],
@@ -736,6 +801,173 @@ CASES = [
         hold_args("force", ""),
         0,
         after=absent(H.lock, H.wake, H.rwake),
+    ),
+    # ---------------------------------------------------------------- hold: the expiry index
+    Case(
+        "hold-index-prunes-a-few-ended-holds-per-call",
+        "hold",
+        HOLD,
+        hold_args("count", ""),
+        [0, 1, 0, 0],  # exact: the six ended holds still there are not counted
+        setup=[*indexed(OTHER, "r"), *ended("r"), *both_ttl(5000)],
+        after=[*index_matches(7), (("HEXISTS", H.lock, OTHER), 1)],
+    ),
+    Case(
+        "hold-index-a-permit-counts-only-live-permits",
+        "hold",
+        HOLD,
+        acq(mode="p", permits=3),
+        ["ok", 1, 1, 10000],
+        setup=[*indexed(OTHER, "p"), *indexed(THIRD, "p"), *ended("p"), *both_ttl(5000)],
+        after=[
+            *index_matches(2 + 10 - 4 + 1),
+            (("ZSCORE", H.expiry, TOKEN), InBand("p", 10000, 10000 + SLACK)),
+            (("PTTL", H.lock), Between(10000 - SLACK, 10000)),
+            (("PTTL", H.expiry), Between(10000 - SLACK, 10000)),
+        ],
+    ),
+    Case(
+        "hold-index-the-last-permit-is-busy-until-the-first-lease-ends",
+        "hold",
+        HOLD,
+        acq(mode="p", permits=3),
+        ["busy", Between(3000 - SLACK, 3000)],
+        setup=[
+            *indexed(OTHER, "p", 8000),
+            *indexed(THIRD, "p", 3000),
+            *indexed(FOURTH, "p", 5000),
+            *ended("p"),
+            *both_ttl(8000),
+        ],
+        after=[*index_matches(3 + 10 - 4), (("PTTL", H.expiry), Between(8000 - SLACK, 8000))],
+    ),
+    Case(
+        "hold-index-ended-readers-do-not-block-a-writer",
+        "hold",
+        HOLD,
+        acq(mode="w"),
+        ["ok", 1, 1, 10000],
+        setup=[*ended("r"), *both_ttl(5000)],
+        after=[*index_matches(10 - 4 + 1), (("PTTL", H.expiry), Between(10000 - SLACK, 10000))],
+    ),
+    Case(
+        "hold-index-a-reader-waits-for-a-live-writer-only",
+        "hold",
+        HOLD,
+        acq(mode="r"),
+        ["busy", Between(4000 - SLACK, 4000)],
+        setup=[
+            *indexed(OTHER, "w", 4000),
+            *ended("w"),
+            *indexed(THIRD, "r", 9000),
+            *both_ttl(9000),
+        ],
+        after=[*index_matches(2 + 10 - 4)],
+    ),
+    Case(
+        "hold-index-extend-moves-the-score-and-the-ttl",
+        "hold",
+        HOLD,
+        hold_args("extend", ms=20000, extend_mode="set"),
+        ["ok", 20000],
+        setup=[*indexed(TOKEN, "r"), *indexed(OTHER, "r", 8000), *both_ttl(8000)],
+        after=[
+            (("ZSCORE", H.expiry, TOKEN), InBand("r", 20000, 20000 + SLACK)),
+            (("PTTL", H.lock), Between(20000 - SLACK, 20000)),
+            (("PTTL", H.expiry), Between(20000 - SLACK, 20000)),
+        ],
+    ),
+    Case(
+        "hold-index-a-release-shortens-the-ttl-to-the-latest-lease-left",
+        "hold",
+        HOLD,
+        hold_args("release", mode="r", op_id=OP_A, done_ms=DONE),
+        ["ok", 0],
+        setup=[*indexed(TOKEN, "r", 20000), *indexed(OTHER, "r", 8000), *both_ttl(20000)],
+        after=[
+            *index_matches(1),
+            (("PTTL", H.lock), Between(8000 - SLACK, 8000)),
+            (("PTTL", H.expiry), Between(8000 - SLACK, 8000)),
+        ],
+    ),
+    Case(
+        "hold-index-the-last-release-leaves-no-key",
+        "hold",
+        HOLD,
+        hold_args("release", mode="r", op_id=OP_A, done_ms=DONE),
+        ["ok", 0],
+        setup=[*indexed(TOKEN, "r"), *ended("r"), *both_ttl(5000)],
+        after=absent(H.lock, H.expiry),  # the ended holds go with the keys
+    ),
+    Case(
+        "hold-index-rebuilt-from-a-hash-without-one",  # as an older version left it
+        "hold",
+        HOLD,
+        hold_args("count", ""),
+        [0, 2, 0, 0],
+        setup=[
+            hold(TOKEN, "r"),
+            hold(OTHER, "r", 8000),
+            hold(THIRD, "w", -1000),
+            ttl(H.lock, 8000),
+        ],
+        after=[
+            *index_matches(2),
+            (("ZSCORE", H.expiry, OTHER), InBand("r", 8000, 8000)),
+            (("HEXISTS", H.lock, THIRD), 0),
+            (("PTTL", H.expiry), Between(8000 - SLACK, 8000)),
+        ],
+    ),
+    Case(
+        "hold-index-out-of-step-with-the-hash-is-rebuilt",  # a hold deleted by hand
+        "hold",
+        HOLD,
+        acq(mode="w"),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[*indexed(OTHER, "r"), ("ZADD", H.expiry, Score("w", 9000), THIRD), *both_ttl(9000)],
+        after=[
+            *index_matches(1),
+            (("ZSCORE", H.expiry, THIRD), None),
+            (("PTTL", H.expiry), Between(5000 - SLACK, 5000)),
+        ],
+    ),
+    Case(
+        "hold-index-an-ended-score-of-a-live-hold-is-mended-not-pruned",  # the hash is the record
+        "hold",
+        HOLD,
+        hold_args("count", ""),
+        [0, 1, 0, 0],
+        setup=[hold(TOKEN, "r"), ("ZADD", H.expiry, Score("r", -1000), TOKEN), *both_ttl(5000)],
+        after=[
+            *index_matches(1),
+            (("ZSCORE", H.expiry, TOKEN), InBand("r", 5000, 5000)),
+            (("HGET", H.lock, TOKEN), HoldValue("r", 1, 1, 5000, 5000)),
+        ],
+    ),
+    Case(
+        "hold-index-a-hash-deleted-by-hand-frees-the-name",
+        "hold",
+        HOLD,
+        acq(mode="w"),
+        ["ok", 1, 1, 10000],
+        setup=[("ZADD", H.expiry, Score("r", 9000), OTHER), ttl(H.expiry, 9000)],
+        after=[*index_matches(1), (("ZSCORE", H.expiry, OTHER), None)],
+    ),
+    Case(
+        "hold-index-status-reads-the-hash-only",  # ARGV[14] "h": the ended hold is left
+        "hold",
+        (H.lock,),
+        (*hold_args("status"), "", 0, "h"),
+        ["gone", 0, 0, 0, ""],
+        setup=[*indexed(TOKEN, "r", -1000), *indexed(OTHER, "r"), *both_ttl(5000)],
+        after=[*index_matches(2)],
+    ),
+    Case(
+        "hold-index-is-required",
+        "hold",
+        (H.lock,),
+        (*hold_args("count", ""), "", 0, "h"),
+        Error("hold count needs the expiry index"),
     ),
     # ---------------------------------------------------------------- hold: errors
     *[
@@ -879,13 +1111,13 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     )
     expected = acq(TOKEN, "p", 10000, marker_ms=1500, reenter=True, companion=FOURTH, permits=3)
     assert op.script is SCRIPTS["hold"]
-    assert op.keys == (H.lock,)  # a re-entry touches the hash only
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "h")
+    assert op.keys == (H.lock, H.expiry)  # a re-entry touches the hash and its index only
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "hx")
     op = hold_core._op("extend", TOKEN, ms=3000, extend_mode="add")
     expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "h")
+    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "hx")
     # Each call declares only the keys it may touch (ARGV[14] names them), all of HOLD's.
-    roles = dict(zip("hfwkrspd", HOLD, strict=True))
+    roles = dict(zip("hfwkrspdx", HOLD, strict=True))
     for mode in ("w", "r", "p"):
         core = HoldCore.for_mode(base, mode, 3 if mode == "p" else 0)
         for op in (
@@ -898,12 +1130,13 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
         ):
             assert op.keys == tuple(roles[r] for r in str(op.args[13]))
     sem = HoldCore.for_mode(base, "p", 3)
-    assert sem._op("acquire", TOKEN, ms=1).args[13] == "hfwkp"
-    assert sem._release_op(TOKEN).args[13] == "hwkpd"
-    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[13] == "hfwrs"
+    assert sem._op("acquire", TOKEN, ms=1).args[13] == "hfwkpx"
+    assert sem._release_op(TOKEN).args[13] == "hwkpdx"
+    assert sem._op("status", TOKEN).args[13] == "h"  # a one-key script (slot migration)
+    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[13] == "hfwrsx"
     exclusive = HoldCore.for_mode(base, "w")
-    assert exclusive._op("acquire", TOKEN, ms=1).args[13] == "hf"  # a single try
-    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[13] == "hfw"
+    assert exclusive._op("acquire", TOKEN, ms=1).args[13] == "hfx"  # a single try
+    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[13] == "hfwx"
     # The calls a retry must not apply twice carry an op id (ARGV[12]).
     for op in (
         hold_core._extend_op(TOKEN, 3000, "add"),
@@ -913,3 +1146,95 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
         assert len(op.args[11]) == 16
         assert op.args[12] == DONE_MS
     assert hold_core._extend_op(TOKEN, 3000, "max").args[11] == ""
+
+
+# ------------------------------------------------------------------ 10,000 holds on one name
+
+MANY = 10_000
+
+
+def send(client: redis.Redis, ops: Sequence[Eval]) -> list[Any]:
+    """Run hold.lua calls in pipelines of 1000 (the script is loaded first)."""
+    replies: list[Any] = []
+    for i in range(0, len(ops), 1000):
+        pipe = client.pipeline(transaction=False)
+        for op in ops[i : i + 1000]:
+            pipe.evalsha(op.script.sha, len(op.keys), *op.keys, *op.args)
+        replies += pipe.execute()
+    return replies
+
+
+def tokens(start: int, n: int) -> list[str]:
+    return [f"{i:032x}" for i in range(start, start + n)]
+
+
+def end_leases(client: redis.Redis, core: HoldCore, ending: list[str], ms: int = 1) -> None:
+    """End the leases of ``ending`` in ``ms`` (an extend that sets it), and wait past it."""
+    replies = send(client, [core._op("extend", t, ms=ms, extend_mode="set") for t in ending])
+    assert all(reply[0] == "ok" for reply in replies)
+    time.sleep(ms / 1000 + 0.05)
+
+
+def test_ten_thousand_readers_on_one_name(admin: redis.Redis) -> None:
+    """10,000 read holds of one ReadWriteLock name: counts stay exact (also after thousands of
+    leases ended, which the calls prune only a few at a time), a writer is held off until
+    the last live reader leaves, and the last release leaves no key behind."""
+    admin.script_load(SCRIPTS["hold"].source)
+    reader = HoldCore.for_mode(base_core(), "r")
+    writer = reader.sibling("w")
+    readers = tokens(1, MANY)
+    replies = send(admin, [reader._op("acquire", t, ms=60_000, meta=META) for t in readers])
+    assert [reply[0] for reply in replies] == ["ok"] * MANY
+    assert sorted(int(reply[1]) for reply in replies) == list(range(1, MANY + 1))  # fences
+    assert send(admin, [reader._op("count", "")]) == [[0, MANY, 0, 0]]
+    assert admin.hlen(H.lock) == admin.zcard(H.expiry) == MANY
+    assert send(admin, [writer._op("acquire", WAITER, ms=1000, meta=META)])[0][0] == "busy"
+    # a re-entry, a renewal and a status of one reader among 10,000
+    one = readers[MANY // 2]
+    reenter = reader._op("acquire", one, ms=60_000, reenter=True, op_id=OP_A)
+    assert send(admin, [reenter])[0][:3] == ["ok", MANY // 2 + 1, 2]
+    assert send(admin, [reader._op("extend", one, ms=90_000, extend_mode="set")]) == [
+        ["ok", 90_000]
+    ]
+    status = send(admin, [reader._op("status", one)])[0]
+    assert status[0] == "ok"
+    assert status[3:] == [2, "r"]
+    assert 89_000 <= admin.pttl(H.lock) <= 90_000
+    assert admin.pttl(H.expiry) == pytest.approx(admin.pttl(H.lock), abs=50)
+    # all but five leases end: the five are counted, not the 9,995 ended ones still stored
+    live = [*readers[:4], one]
+    end_leases(admin, reader, [t for t in readers if t not in live], ms=2000)
+    assert send(admin, [reader._op("count", "")]) == [[0, 5, 0, 0]]
+    assert admin.hlen(H.lock) == admin.zcard(H.expiry) > MANY - 1000  # pruned a few per call
+    assert send(admin, [writer._op("acquire", WAITER, ms=1000, meta=META)])[0][0] == "busy"
+    releases = [reader._release_op(t) for t in live] + [reader._release_op(one)]  # count 2
+    assert [reply[0] for reply in send(admin, releases)] == ["ok"] * 6
+    assert admin.exists(H.lock, H.expiry) == 0  # the ended holds went with the last one
+    assert send(admin, [writer._op("acquire", WAITER, ms=1000, meta=META)])[0][:3] == [
+        "ok",
+        MANY + 1,
+        1,
+    ]
+
+
+def test_ten_thousand_permits_on_one_name(admin: redis.Redis) -> None:
+    """A Semaphore of 10,000 permits, all taken: the next one waits; as leases end, exactly
+    that many permits can be taken again, although the ended ones are pruned a few at a
+    time; the keys always live as long as the latest lease."""
+    admin.script_load(SCRIPTS["hold"].source)
+    sem = HoldCore.for_mode(base_core(), "p", MANY)
+    permits = tokens(1, MANY)
+    replies = send(admin, [sem._op("acquire", t, ms=60_000, meta=META) for t in permits])
+    assert [reply[0] for reply in replies] == ["ok"] * MANY
+    assert send(admin, [sem._op("count", "")]) == [[0, 0, MANY, MANY]]
+    extra = tokens(MANY + 1, 200)
+    assert send(admin, [sem._op("acquire", extra[0], ms=60_000, meta=META)])[0][0] == "busy"
+    assert send(admin, [sem._release_op(permits[0])]) == [["ok", 0]]
+    assert send(admin, [sem._op("acquire", extra[0], ms=60_000, meta=META)])[0][0] == "ok"
+    end_leases(admin, sem, permits[1:151])  # 150 leases end
+    replies = send(admin, [sem._op("acquire", t, ms=30_000, meta=META) for t in extra[1:]])
+    assert [reply[0] for reply in replies] == ["ok"] * 150 + ["busy"] * 49
+    assert send(admin, [sem._op("count", "")]) == [[0, 0, MANY, MANY]]
+    assert admin.hlen(H.lock) == admin.zcard(H.expiry)
+    assert 59_000 <= admin.pttl(H.lock) <= 60_000
+    assert admin.pttl(H.expiry) == pytest.approx(admin.pttl(H.lock), abs=50)

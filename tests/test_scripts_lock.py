@@ -20,6 +20,7 @@ from redislock import (
     RLock,
     Semaphore,
 )
+from redislock._core.keys import LockKeys
 from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
@@ -38,6 +39,9 @@ from tests.scriptcases import (
     run_case,
     woken,
 )
+
+K2 = LockKeys.for_name("job2")
+K3 = LockKeys.for_name("job3")
 
 CASES = [
     # ---------------------------------------------------------------- lock_acquire
@@ -407,6 +411,33 @@ CASES = [
         (2000,),
         0,
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
+    ),
+    # ---------------------------------------------------------------- lock_renew
+    Case(
+        "renew-many-as-extend-max",
+        "lock_renew",
+        (K.lock, K2.lock, K3.lock),
+        (f"{TOKEN} 9000 {TOKEN} 2000 {TOKEN} 9000",),
+        [["ok", 9000], ["ok", Between(4000, 5000)], ["gone", 0]],
+        setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
+        after=[
+            (("PTTL", K.lock), Between(8500, 9000)),
+            (("PTTL", K2.lock), Between(4000, 5000)),  # never shortened
+            (("EXISTS", K3.lock), 0),  # never re-created
+        ],
+    ),
+    Case(
+        "renew-another-owner-is-taken",
+        "lock_renew",
+        (K.lock, K2.lock),
+        (f"{OTHER} 9000 {TOKEN} 9000",),
+        [["taken", 0], ["ok", 9000]],
+        setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
+        after=[
+            (("PTTL", K.lock), Between(4000, 5000)),
+            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("PTTL", K2.lock), Between(8500, 9000)),
+        ],
     ),
 ]
 

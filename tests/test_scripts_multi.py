@@ -9,10 +9,12 @@ import re
 import pytest
 import redis
 
+from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS
 from redislock._core.multi import MultiCore
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
+    FOURTH,
     M1,
     M2,
     MACQ,
@@ -20,9 +22,13 @@ from tests.scriptcases import (
     MLOCKS,
     MREL,
     OTHER,
+    Q1,
+    Q2,
     SLACK,
+    THIRD,
     TOKEN,
     WAKE_MS,
+    At,
     Between,
     Case,
     Error,
@@ -139,6 +145,27 @@ CASES = [
             *woken(M2.wake),
             (("GET", M1.done), f"{TOKEN}|rel|ok|2|0"),  # one memo per chunk
             (("PTTL", M1.done), Between(DONE_MS - SLACK, DONE_MS)),
+        ],
+    ),
+    Case(
+        "multi-release-wakes-the-first-live-queued-waiter",
+        "multi",
+        MREL,
+        multi_args("release", wake_ms=WAKE_MS),
+        ["ok", 2, 0],
+        setup=[
+            mheld(M1),
+            mheld(M2),
+            ("RPUSH", Q2.queue, OTHER, THIRD, FOURTH),
+            ("ZADD", Q2.leases, At(-10), OTHER),  # dead: its waiter lease has ended
+            ("ZADD", Q2.leases, At(1000), THIRD),
+            ("ZADD", Q2.leases, At(1000), FOURTH),
+        ],
+        after=[
+            *absent(M1.lock, M2.lock, Q1.grant),
+            # one wake-up, tagged for the first live waiter only: not a grant ("try again")
+            (("PUBLISHED", Q2.grant), [f"{FairKeys.tag(THIRD)}|0"]),
+            (("LRANGE", Q2.queue, 0, -1), [OTHER, THIRD, FOURTH]),  # fair.lua tidies it
         ],
     ),
     Case(

@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""The fair (FIFO) mutex: grants in arrival order with direct hand-off. No I/O.
+"""The queued mutex of Lock and FairLock: grants in arrival order with direct hand-off. No I/O.
 
 Source: Redisson's ``RedissonFairLock`` (a queue of waiters with timeouts), changed so each
 waiter renews a short waiter lease while it waits and a release grants the lock to the next
-live waiter itself (``scripts/fair.lua``). The lock key, fencing counter, extend, status and
-renewal are :class:`LockCore`'s: a held FairLock looks exactly like a held Lock.
+live waiter itself (``scripts/fair.lua``). While nobody is queued, an acquire and a release
+are Lock's single round trips (SET NX + INCR, compare-and-delete), in the same script. The
+lock key, fencing counter, extend, status and renewal are :class:`LockCore`'s: a held
+FairLock looks exactly like a held Lock. Lock is this core with the default waiter lease
+and no queue limit; FairLock sets both.
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
 
-__all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "FairCore"]
+__all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
 _NO_KEYS: Final = FairKeys("", "", "", "", "", "")
+NO_QUEUE_LIMIT: Final = 0
+"""``queue_max`` of a Lock: its queue takes any number of waiters."""
+WAKE: Final = 0
+"""The fence of a message ``<tag>|0`` on the grant channel: the waiter of that tag was woken
+without a grant (multi.lua's release of a name it waits for) and tries again at once. A
+grant carries the fencing token (>= 1)."""
 
 
 @dataclass(slots=True)
@@ -36,13 +45,18 @@ class FairCore(LockCore):
 
     waiter_lease: float = DEFAULT_WAITER_LEASE
     queue_max: int = DEFAULT_QUEUE_MAX
+    """Most waiters in the queue; :data:`NO_QUEUE_LIMIT` (0): any number."""
     fkeys: FairKeys = _NO_KEYS
+    kind: str = "FairLock"
+    """The public class, for messages."""
 
     @classmethod
-    def from_base(cls, base: LockCore, waiter_lease: float, queue_max: int) -> FairCore:
-        """A fair core with ``base``'s validated settings (from :meth:`LockCore.create`)."""
+    def from_base(
+        cls, base: LockCore, waiter_lease: float, queue_max: int, kind: str = "FairLock"
+    ) -> FairCore:
+        """A queued core with ``base``'s validated settings (from :meth:`LockCore.create`)."""
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(LockCore)}
-        core = cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max)
+        core = cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
         core.fkeys = FairKeys.of(base.keys.lock)
         return core
 
@@ -63,24 +77,27 @@ class FairCore(LockCore):
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
 
-        The first try queues this waiter (unless the lock is free and nobody is queued);
-        then the waiter waits on the name's grant channel for a message tagged with its
-        token's hash (:meth:`FairKeys.tag`), which the release ahead of it publishes with
-        the fencing token, so the lock is already its own when it wakes. Between wake-ups
-        it retries, which renews its waiter lease.
+        The first try takes the lock if it is free and nobody is queued (one round trip),
+        else queues this waiter; then the waiter waits on the name's grant channel for a
+        message tagged with its token's hash (:meth:`FairKeys.tag`), which the release ahead
+        of it publishes with the fencing token, so the lock is already its own when it
+        wakes. Between wake-ups it retries, which renews its waiter lease. A message
+        ``<tag>|0`` (MultiLock's release of the name, :data:`WAKE`) makes it try again at
+        once.
 
         A grant message is trusted only if its fencing token is above the counter the
         waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
         so the lock is this waiter's until its lease, counted from the try, ends. (An older
         grant, seen late, may be of a hold that ended before that try: the try said busy.)
 
-        With ``replicas=k`` (or a tracked master) every grant is confirmed by one more
-        round trip, see :meth:`_held`: the tries themselves carry no WAIT, so a queued
-        waiter never stalls on acknowledgements while its waiter lease runs.
+        With ``replicas=k`` (or a tracked master) the first try goes out with WAIT (a lock
+        it takes is confirmed by it); every other grant is confirmed by one more round
+        trip, see :meth:`_held`: the later tries carry no WAIT, so a queued waiter never
+        stalls on acknowledgements while its waiter lease runs.
         """
         if self.live() is not None:
             raise LockUsageError(
-                f"lock {self.name!r} is already held by this object (FairLock is not reentrant)"
+                f"lock {self.name!r} is already held by this object ({self.kind} is not reentrant)"
             )
         token = new_token()
         self.pending_token = token
@@ -90,22 +107,30 @@ class FairCore(LockCore):
         meta = holder_meta()
         tag = self.fkeys.tag(token)
         queued = False
+        first = True
         try:
             while True:
                 sent = time.monotonic()
+                op = self._fair("acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max)
                 try:
-                    reply = yield self._fair(
-                        "acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max
-                    )
+                    if first:  # with WAIT when tracked (Lock's one round trip)
+                        reply, ack = unwrap((yield self._write(op)))
+                    else:
+                        reply, ack = (yield op), None
                 except Exception:
                     with contextlib.suppress(Exception):  # leave the queue, free a grant
                         yield from self.abandon_flow(token)
                     raise
                 status = as_str(reply[0])
                 if status == "ok":
+                    if ack is not None:  # our own write, acknowledged (or undone: raises)
+                        run_id = yield from self._granted(token, ack)
+                        self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), run_id)
+                        return self._won(start)
                     if (yield from self._held(token, as_int(reply[1]), sent, as_int(reply[2]))):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
+                first = False
                 if status == "full":
                     self.counters.failed_acquisitions += 1
                     raise QueueFullError(self.name, as_int(reply[1]))
@@ -135,7 +160,9 @@ class FairCore(LockCore):
                     raise
                 fence = _granted_fence(got, tag)
                 if fence > seen:  # the release ahead of us granted us the lock
-                    # The grant came after the last try was sent: the lease estimate is safe.
+                    # The lease estimate starts when the try above was SENT: the grant ran
+                    # after that try (its fence is above the counter the try saw), whereas
+                    # it may have run before this Wait began.
                     if (yield from self._held(token, fence, sent, self.lease_ms)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
@@ -173,11 +200,27 @@ class FairCore(LockCore):
         self.last_lost = False
         return True
 
+    def _hold(self, token: str, fence: int, sent: float, lease_ms: int, run_id: str) -> None:
+        """Make the lock ``token`` took with an acknowledged write this object's hold."""
+        self.holding = Holding(
+            token=token,
+            fence=fence,
+            pid=os.getpid(),
+            acquired_at=sent,
+            expires_at=sent + lease_ms / 1000.0,
+            run_id=run_id,
+        )
+
+    def _ending(self, op: str, token: str) -> Eval:
+        """fair.lua's ``op`` (release or force) with Lock's done key (a release sent again
+        after a lost reply answers "ok" even though the lock was handed on meanwhile) and
+        MultiLock's waiters marker and wake channel (a waiting MultiLock is woken)."""
+        base = self._fair(op, token)
+        keys = (*base.keys, self.keys.done, self.keys.wait, self.keys.wake)
+        return Eval(base.script, keys, (*base.args, DONE_MS))
+
     def _release_op(self, token: str) -> Eval:
-        # With Lock's done key: a release sent again after a lost reply answers "ok" even
-        # though the lock was handed on meanwhile (fair.lua).
-        op = self._fair("release", token)
-        return Eval(op.script, (*op.keys, self.keys.done), (*op.args, DONE_MS))
+        return self._ending("release", token)
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which
@@ -187,16 +230,17 @@ class FairCore(LockCore):
             yield self._release_op(token)
 
     def force_flow(self) -> Flow[int]:
-        """Operator override: delete the lock whoever holds it and grant the next waiter."""
-        return as_int((yield self._fair("force", "")))
+        """Operator override: delete the lock whoever holds it and grant the next waiter
+        (and wake a waiting MultiLock)."""
+        return as_int((yield self._ending("force", "")))
 
 
 def _granted_fence(payload: str | None, tag: str) -> int:
-    """The fencing token of a grant message ``<tag>|<fence>`` for ``tag``; 0 for anything
-    else (a plain wake-up, a timeout)."""
+    """The fencing token of a grant message ``<tag>|<fence>`` for ``tag``; :data:`WAKE` (0)
+    for anything else (a wake-up without a grant ``<tag>|0``, a plain wake-up, a timeout)."""
     if payload is None:
-        return 0
+        return WAKE
     head, bar, fence = payload.partition("|")
     if not bar or head != tag or not fence.isdigit():
-        return 0
+        return WAKE
     return int(fence)

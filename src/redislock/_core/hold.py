@@ -5,7 +5,9 @@
 Source: Redisson's reentrant ``RLock`` (a hash ``owner -> count`` kept by Lua scripts),
 ``RReadWriteLock`` and ``RPermitExpirableSemaphore``, with one lease per hold kept inside
 the hold (see ``scripts/hold.lua``), so one key serves every holder (cluster-safe) and a
-crashed reader or permit holder frees its share when its own lease ends.
+crashed reader or permit holder frees its share when its own lease ends. A sorted set beside
+the hash (``HoldKeys.expiry``) indexes the holds by lease end, so a call costs O(log n) in
+the holds of the name, not a read of the whole hash.
 
 A :class:`HoldCore` manages the holds of ONE owner: the shells keep one core per thread
 (sync) or per task (asyncio) for reentrant kinds, and one per permit for ``Semaphore``.
@@ -48,7 +50,7 @@ from redislock.errors import (
 __all__ = ["MODES", "HoldCore", "check_permits", "permit_id"]
 
 _HOLD = SCRIPTS["hold"]
-_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "")
+_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "", "")
 
 MODES: Final = ("w", "r", "p")
 """``w``: exclusive and reentrant; ``r``: shared and reentrant; ``p``: one permit."""
@@ -70,26 +72,30 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
 def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
     """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[14] role
     letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
-    reader wake, ``p`` permits, ``d`` released).
+    reader wake, ``p`` permits, ``d`` released, ``x`` expiry index). Every call but a status
+    and a leave declares ``h`` and ``x``: the hash and its index change together.
 
     A call declares no other key, so in a Cluster slot whose migration is under way a status
-    or an extend (a one-key script) follows ASK to wherever the hash is, instead of failing
+    (a one-key script) follows ASK to wherever the hash is, and an extend or a re-entry
+    (the hash and its index, which exist together) to wherever both are, instead of failing
     with TRYAGAIN because optional keys such as the waiters set do not exist (Redis refuses
     a multi-key command unless all of its keys are on the node: CLUSTER SETSLOT docs).
     """
-    if op in ("status", "extend") or (op == "acquire" and reenter):
+    if op == "status":
         return "h"
+    if op == "extend" or (op == "acquire" and reenter):
+        return "hx"
     if op == "acquire" and mode == "w" and not marker_ms:
-        return "hf"  # a single try of an exclusive hold: it neither waits nor wakes anyone
+        return "hfx"  # a single try of an exclusive hold: it neither waits nor wakes anyone
     if op == "acquire":
-        return {"w": "hfw", "r": "hfwrs", "p": "hfwkp"}[mode]
+        return {"w": "hfwx", "r": "hfwrsx", "p": "hfwkpx"}[mode]
     if op == "release":  # wakes whoever may now enter
-        return "hwkpd" if mode == "p" else "hwkrsd"
+        return "hwkpdx" if mode == "p" else "hwkrsdx"
     if op == "leave":
         return "hw"
     if op == "count":
-        return "hp" if mode == "p" else "h"
-    return "hwkrs"  # force: wakes every kind of waiter
+        return "hpx" if mode == "p" else "hx"
+    return "hwkrsx"  # force: wakes every kind of waiter
 
 
 @dataclass(slots=True)

@@ -41,9 +41,9 @@ _INSPECT = SCRIPTS["inspect"]
 
 Kind: TypeAlias = Literal["none", "lock", "fair", "rlock", "rwlock", "semaphore", "foreign"]
 """What a name holds: ``"none"`` (nothing to tell the kind by), ``"lock"`` (a Lock, a
-MultiLock name, or a FairLock nobody waits for), ``"fair"`` (a FairLock with a waiter
-queue), ``"rlock"``, ``"rwlock"``, ``"semaphore"``, or ``"foreign"`` (the lock key is a
-Redis type redislock never writes there)."""
+MultiLock name, or a FairLock nobody waits for), ``"fair"`` (a FairLock or a Lock with a
+waiter queue: they share one), ``"rlock"``, ``"rwlock"``, ``"semaphore"``, or
+``"foreign"`` (the lock key is a Redis type redislock never writes there)."""
 
 Role: TypeAlias = Literal["holder", "writer", "reader", "permit"]
 """A hold's role: ``"holder"`` of a Lock / FairLock / MultiLock name; ``"writer"`` of an

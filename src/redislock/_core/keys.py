@@ -7,7 +7,7 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
     P{N}          the lock: string "<token>|<host>|<pid>|<acquired_unix_ms>" with a PX TTL
     P{N}:fence    fencing counter, INCR on every acquisition, never expires; while the lock
                   is held it equals the holder's fencing token
-    P{N}:wait     marker "a client is waiting" (short TTL), refreshed by every failed try
+    P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
                   marker exists; each process's waiters listen on one shared subscription
                   (:mod:`redislock._core.wake`), so waiting holds no pooled connection
@@ -15,13 +15,14 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
-``scripts/hold.lua``) and add ``P{N}:rwait`` / ``P{N}:rwake``
-(readers; ``rwake`` a channel too) and ``P{N}:permits`` (a run-time permit count).
-FairLock (:class:`FairKeys`) keeps ``P{N}`` and ``P{N}:fence`` as Lock and adds
-``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` and the channel ``P{N}:grant``, on which a
-release grants the lock to the head waiter with the message ``<tag>|<fence>`` (tag: the
-first 20 hex digits of the sha1 of its token; see ``scripts/fair.lua``). The scripts
-declare the channels among their KEYS (same hash tag), but never write them as keys.
+``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
+add ``P{N}:rwait`` / ``P{N}:rwake`` (readers; ``rwake`` a channel too) and ``P{N}:permits``
+(a run-time permit count). Lock and FairLock (:class:`FairKeys`) queue their waiters in
+``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo``, and a release grants the lock to the head
+waiter with the message ``<tag>|<fence>`` on the channel ``P{N}:grant`` (tag: the first 20
+hex digits of the sha1 of its token; see ``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake``
+are then MultiLock's. The scripts declare the wake channels among their KEYS (same hash
+tag), but never write them as keys.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -33,9 +34,11 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_PREFIX", "FairKeys", "HoldKeys", "LockKeys"]
+__all__ = ["DEFAULT_PREFIX", "GRANT_SUFFIX", "FairKeys", "HoldKeys", "LockKeys"]
 
 DEFAULT_PREFIX = "redislock:"
+GRANT_SUFFIX = ":grant"
+"""A name's grant channel is ``<lock key>:grant`` (:attr:`FairKeys.grant`)."""
 
 
 class LockKeys(NamedTuple):
@@ -76,6 +79,7 @@ _HOLD_ROLES = {
     "s": "rwake",
     "p": "permits",
     "d": "released",
+    "x": "expiry",
 }
 """hold.lua's key role letters (its ARGV[14]) and the :class:`HoldKeys` field each names."""
 
@@ -95,6 +99,8 @@ class HoldKeys(NamedTuple):
     rwake: str
     permits: str
     released: str
+    expiry: str
+    """The expiry index: a sorted set, owner token -> the end of its lease (hold.lua)."""
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> HoldKeys:
@@ -113,6 +119,7 @@ class HoldKeys(NamedTuple):
             rwake=base + ":rwake",
             permits=base + ":permits",
             released=base + ":released",
+            expiry=base + ":expiry",
         )
 
     def declared(self, roles: str) -> tuple[str, ...]:
@@ -145,7 +152,7 @@ class FairKeys(NamedTuple):
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",
-            grant=base + ":grant",
+            grant=base + GRANT_SUFFIX,
         )
 
     @staticmethod

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The mutex algorithm, shared by :class:`redislock.Lock` and :class:`redislock.AsyncLock`.
+"""The lease, shared by every lock kind (sync and asyncio): configuration, local state,
+release, extend, status, adoption and watchdog renewal of one lock object.
 
 Source: the Redis docs' distributed-locks page (single instance: ``SET key token NX PX``,
 compare-and-delete release), with a fencing token per Kleppmann, "How to do distributed
@@ -7,6 +8,8 @@ locking" (2016), and a watchdog lease as in Redisson's ``RLock``.
 
 :class:`LockCore` owns the configuration and the local lease state of one lock object and
 exposes each method as a *flow* (see :mod:`redislock._core.ops`). It performs no I/O.
+Each kind's core adds its acquire: :class:`~redislock._core.fair.FairCore` is the one of
+:class:`redislock.Lock` and :class:`redislock.FairLock` (a queue with direct hand-off).
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from redislock._core.ops import (
     Eval,
     Flow,
     Replicated,
-    Wait,
     as_int,
     as_str,
     unwrap,
@@ -76,7 +78,6 @@ to 10 times, each after at most ``socket_timeout`` = 5 s and a back-off of at mo
 the first call's answer instead of "gone" or a second extension. One short string per
 released name, gone after this window."""
 
-_ACQUIRE = SCRIPTS["lock_acquire"]
 _RELEASE = SCRIPTS["lock_release"]
 _EXTEND = SCRIPTS["lock_extend"]
 _STATUS = SCRIPTS["lock_status"]
@@ -125,6 +126,9 @@ class Holding:
     release_op: str = ""
     """Op id of a release of a counted hold that got no reply (hold.lua): the next release
     of this hold sends the same id, so a retried decrement counts once ("" when none)."""
+    renewer_ref: Any = field(default=None, repr=False)
+    """A weak reference to the lock object the watchdog renews this hold for (set by the
+    schedule once per hold, so a renewal allocates no object that outlives it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,62 +398,9 @@ class LockCore:
         return wait
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
-        """Try to take the lock, waiting up to ``wait`` seconds (None: no limit).
-
-        One script per try sets the key and issues the fencing token; a blocked waiter
-        waits on the name's wake-up channel (the process's shared subscription) until a
-        release publishes to it, at most ``recheck_interval`` and at most the holder's
-        remaining TTL.
-        """
-        if self.live() is not None:
-            raise LockUsageError(
-                f"lock {self.name!r} is already held by this object (Lock is not reentrant)"
-            )
-        keys = self.keys
-        token = new_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
-        lease_ms = self.lease_ms
-        marker_ms = self.marker_ms if blocking and wait != 0 else 0
-        meta = holder_meta()
-        try:
-            while True:
-                sent = time.monotonic()
-                op = Eval(
-                    _ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, lease_ms, meta, marker_ms)
-                )
-                try:
-                    reply, ack = unwrap((yield self._write(op)))
-                except Exception:
-                    # The script may have run before the reply was lost: undo it, if we can.
-                    with contextlib.suppress(Exception):
-                        yield self._release_op(token)
-                    raise
-                status = as_str(reply[0])
-                if status == "ok":
-                    run_id = yield from self._granted(token, ack)
-                    self.holding = Holding(
-                        token=token,
-                        fence=as_int(reply[1]),
-                        pid=os.getpid(),
-                        acquired_at=sent,
-                        expires_at=sent + self.lease,
-                        run_id=run_id,
-                    )
-                    return self._won(start)
-                if status != "busy":
-                    raise UnexpectedReplyError(f"lock_acquire replied {reply!r}")
-                pttl = as_int(reply[1])
-                if pttl == -1:
-                    raise no_ttl(keys.lock)
-                now = time.monotonic()
-                if marker_ms == 0 or (deadline is not None and now >= deadline):
-                    return self._gave_up(start, now)
-                block = self._pause(self.recheck_interval, pttl, deadline, now)
-                yield Wait(keys.wake, None, block)
-        finally:
-            self.pending_token = None
+        """Take the lock, waiting up to ``wait`` seconds (None: no limit). Each kind's core
+        has its own (Lock's and FairLock's: :class:`~redislock._core.fair.FairCore`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no acquire of its own")
 
     def release_flow(self, h: Holding, *, retry: bool = False) -> Flow[None]:
         """Compare-and-delete; raises :class:`LockLostError` if the lease was gone.

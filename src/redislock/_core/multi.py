@@ -35,7 +35,7 @@ from typing import Any, Final, NamedTuple
 from redis.crc import key_slot
 
 from redislock._core import validate
-from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.keys import DEFAULT_PREFIX, GRANT_SUFFIX, FairKeys, LockKeys
 from redislock._core.lock import (
     DONE_MS,
     Holding,
@@ -208,9 +208,12 @@ class MultiCore(LockCore):
         done_ms: int | str = ""
         if op == "acquire":
             keys = tuple(k for lock in locks for k in (lock, lock + ":fence", lock + ":wait"))
-        elif op == "release":
+        elif op == "release":  # with each name's queue of Lock / FairLock waiters
+            queued = [FairKeys.of(lock) for lock in locks]
             keys = tuple(
-                k for lock in locks for k in (lock, lock + ":wait", lock + ":wake", lock + ":done")
+                k
+                for lock, q in zip(locks, queued, strict=True)
+                for k in (lock, lock + ":wait", lock + ":wake", lock + ":done", q.queue, q.leases)
             )
             done_ms = DONE_MS
         elif op == "extend" and mode == "add":
@@ -220,6 +223,8 @@ class MultiCore(LockCore):
             keys = locks
         wake_ms = self.wake_ms if op == "release" else ""
         args = (op, len(locks), token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+        if op == "release":
+            return Eval(_MULTI, keys, (*args, GRANT_SUFFIX))
         return Eval(_MULTI, keys, args)
 
     def _release_chunks(self, chunks: Iterable[Chunk], token: str) -> Flow[None]:

@@ -21,7 +21,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from redislock._core.scripts import Script
+from redislock._core.scripts import SCRIPTS, Script
 from redislock.errors import KindConflictError, NoPermissionError, UnexpectedReplyError
 
 __all__ = [
@@ -359,16 +359,48 @@ def acked(op: Replicated, replies: list[object]) -> Acked | Exception:
 
 _START = object()
 
+_RENEW = SCRIPTS["lock_renew"]
+
+
+def _renewal(op: object) -> bool:
+    """Whether ``op`` is a watchdog renewal that ``lock_renew.lua`` can carry along with
+    others: ``lock_extend`` in mode "max" on one key (no done key, no op id)."""
+    return (
+        type(op) is Eval
+        and op.script.name == "lock_extend"
+        and len(op.keys) == 1
+        and len(op.args) == 3
+        and op.args[2] == "max"
+    )
+
+
+def _parts(reply: object, n: int) -> list[object]:
+    """The ``n`` per-lock replies inside one ``lock_renew`` reply (its failure: n times)."""
+    if isinstance(reply, Exception):
+        return [reply] * n
+    if isinstance(reply, list | tuple) and len(reply) == n:
+        return list(reply)
+    return [UnexpectedReplyError(f"lock_renew replied {reply!r}")] * n
+
 
 class Batch(Generic[T]):
     """Several flows driven side by side: each step sends the next operation of every
     unfinished flow in one pipelined round trip (used by the watchdogs to renew many leases
-    at once). Flows must not block (no :class:`Wait`)."""
+    at once). Flows must not block (no :class:`Wait`).
 
-    def __init__(self, flows: list[Flow[T]]) -> None:
+    With ``merge`` (a plain Redis client: one node, so keys of any slots may share a
+    script), the step's Lock renewals (``lock_extend`` "max" on one key) go as ONE
+    ``lock_renew.lua`` call instead of one script each; each flow still gets the reply
+    ``lock_extend`` would have given it.
+    """
+
+    def __init__(self, flows: list[Flow[T]], *, merge: bool = False) -> None:
         self.results: list[T | BaseException | None] = [None] * len(flows)
         self.pending: list[tuple[int, Flow[T], Op]] = []
+        self.merge = merge
         self._tail: tuple[int, int, bool] = (0, 0, False)  # this step's WAIT and INFO
+        self._wire: list[Op] | None = None  # this step's operations as sent (see ops())
+        self._groups: list[list[int]] = []  # per operation sent: the pending flows it serves
         for i, flow in enumerate(flows):
             self._advance(i, flow, _START)
 
@@ -391,12 +423,35 @@ class Batch(Generic[T]):
         self.pending.append((i, flow, op))
 
     def ops(self) -> list[Op]:
-        """The operations to send in this step, one per unfinished flow."""
-        return [op for _, _, op in self.pending]
+        """The operations to send in this step: one per unfinished flow, except that with
+        ``merge`` two or more Lock renewals go as one ``lock_renew`` call (first). The
+        replies, one per operation returned, go to :meth:`feed` (through :meth:`split`
+        after a pipeline)."""
+        if self._wire is not None:
+            return self._wire
+        ops = [op for _, _, op in self.pending]
+        carried = [k for k, op in enumerate(ops) if _renewal(op)] if self.merge else []
+        if len(carried) < 2:
+            self._groups = [[k] for k in range(len(ops))]
+            self._wire = ops
+            return ops
+        keys: list[str] = []
+        pairs: list[str] = []
+        for k in carried:
+            op = ops[k]
+            assert isinstance(op, Eval)
+            keys.append(op.keys[0])
+            pairs.append(f"{op.args[0]} {op.args[1]}")
+        taken = set(carried)
+        rest = [k for k in range(len(ops)) if k not in taken]
+        self._groups = [carried, *([k] for k in rest)]
+        self._wire = [Eval(_RENEW, tuple(keys), (" ".join(pairs),)), *(ops[k] for k in rest)]
+        return self._wire
 
     def queue(self, pipe: Any) -> list[Op]:
-        """Queue this step's operations on a redis-py pipeline (sync or asyncio: queuing
-        does no I/O); returns them in order. The replies go through :meth:`split`.
+        """Queue this step's operations (:meth:`ops`) on a redis-py pipeline (sync or
+        asyncio: queuing does no I/O); returns them in order. The replies go through
+        :meth:`split`.
 
         :class:`Replicated` operations share ONE ``WAIT`` (the largest replica count and
         limit asked) and one ``INFO server`` after all the scripts: WAIT on the pipeline's
@@ -424,19 +479,30 @@ class Batch(Generic[T]):
         """The replies of the pipeline :meth:`queue` filled, one per operation: a
         :class:`Replicated` operation's reply becomes its :class:`Acked` (or the error of the
         shared WAIT / INFO)."""
-        n = len(self.pending)
+        ops = self.ops()
+        n = len(ops)
         replicas, _, run_id = self._tail
         tail = _decode_tail(replicas, run_id, replies[n:])
         out: list[object] = []
-        for (_, _, op), reply in zip(self.pending, replies[:n], strict=True):
+        for op, reply in zip(ops, replies[:n], strict=True):
             if isinstance(op, Replicated) and not isinstance(reply, Exception):
                 reply = tail if isinstance(tail, Exception) else Acked(reply, *tail)
             out.append(reply)
         return out
 
     def feed(self, replies: list[object]) -> None:
-        """Hand each flow its reply (an exception is thrown into it, unwrapped as the single
-        drivers do) and collect the next operations."""
+        """Hand each flow its reply (``replies``: one per operation of :meth:`ops`; an
+        exception is thrown into the flow, unwrapped as the single drivers do) and collect
+        the next operations."""
+        groups = self._groups if self._wire is not None else [[k] for k in range(len(replies))]
         pending, self.pending = self.pending, []
-        for (i, flow, _), reply in zip(pending, replies, strict=True):
+        self._wire = None
+        per: list[object] = [None] * len(pending)
+        for group, reply in zip(groups, replies, strict=True):
+            if len(group) == 1:
+                per[group[0]] = reply
+            else:
+                for k, part in zip(group, _parts(reply, len(group)), strict=True):
+                    per[k] = part
+        for (i, flow, _), reply in zip(pending, per, strict=True):
             self._advance(i, flow, _typed(reply))

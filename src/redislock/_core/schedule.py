@@ -23,12 +23,20 @@ L = TypeVar("L")
 
 
 class Schedule(Generic[L]):
-    """Due renewals, earliest first. Not thread-safe: the shells guard it."""
+    """Due renewals, earliest first. Not thread-safe: the shells guard it.
+
+    The heap holds ``(due, seq)`` pairs only, and each holding keeps its lock's weak
+    reference (:attr:`Holding.renewer_ref`, made once): a renewal leaves no container
+    object that the garbage collector must track until the next one. With 100,000 leases,
+    heap entries that each referenced their lock made the collector's full passes over
+    every lock object take most of the watchdog's CPU.
+    """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, weakref.ref[L], Holding]] = []
+        self._heap: list[tuple[float, int]] = []
         self._seq = itertools.count()
         self._pending: dict[Holding, int] = {}  # holding -> seq of its one live entry
+        self._by_seq: dict[int, Holding] = {}  # the reverse of _pending
 
     def __len__(self) -> int:
         """Number of holdings waiting for renewal."""
@@ -38,34 +46,49 @@ class Schedule(Generic[L]):
         """Renew ``h`` of ``lock`` at monotonic time ``due``, replacing any earlier entry
         for ``h`` (older heap entries are skipped when they come up)."""
         seq = next(self._seq)
+        old = self._pending.get(h)
+        if old is not None:
+            del self._by_seq[old]
         self._pending[h] = seq
-        heapq.heappush(self._heap, (due, seq, weakref.ref(lock), h))
+        self._by_seq[seq] = h
+        ref = h.renewer_ref
+        if ref is None or ref() is not lock:
+            h.renewer_ref = weakref.ref(lock)
+        heapq.heappush(self._heap, (due, seq))
 
     def discard(self, h: Holding) -> None:
         """Stop renewing ``h`` (released or detached)."""
-        self._pending.pop(h, None)
+        seq = self._pending.pop(h, None)
+        if seq is not None:
+            del self._by_seq[seq]
 
     def clear(self) -> None:
         """Forget everything."""
         self._heap.clear()
         self._pending.clear()
+        self._by_seq.clear()
 
     def pop_due(self, now: float) -> tuple[L, Holding] | float | None:
         """The next due (lock, holding); else seconds until the next one; None if empty."""
-        while self._heap:
-            due, seq, ref, h = self._heap[0]
-            lock = ref()
-            if lock is None or h.closing or self._pending.get(h) != seq:
-                heapq.heappop(self._heap)  # dead, closed, or replaced by a newer entry
-                if (lock is None or h.closing) and self._pending.get(h) == seq:
-                    del self._pending[h]
+        heap, by_seq = self._heap, self._by_seq
+        while heap:
+            due, seq = heap[0]
+            h = by_seq.get(seq)
+            if h is None:  # replaced by a newer entry, or discarded
+                heapq.heappop(heap)
+                continue
+            lock: L | None = h.renewer_ref()
+            if lock is None or h.closing:  # garbage-collected, or being released
+                heapq.heappop(heap)
+                del by_seq[seq], self._pending[h]
                 continue
             if due > now:
                 return due - now
-            heapq.heappop(self._heap)
-            del self._pending[h]
+            heapq.heappop(heap)
+            del by_seq[seq], self._pending[h]
             return lock, h
         self._pending.clear()
+        by_seq.clear()
         return None
 
 

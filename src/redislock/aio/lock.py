@@ -6,7 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any, Self, Unpack
 
-from redislock._core.options import LockKwargs
+from redislock._core.fair import NO_QUEUE_LIMIT, FairCore
+from redislock._core.lock import LockCore
+from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
+from redislock._handle import Holder
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.aio._lease import AsyncLease
@@ -23,6 +26,13 @@ class AsyncLock(AsyncLease):
     token, compare-and-delete release), plus a fencing token (Kleppmann 2016) and a
     watchdog lease (Redisson's design). The owner is the lock object (one token per
     acquisition), never a thread-local, so no other object can release its hold.
+
+    Under contention waiters queue (as for :class:`AsyncFairLock`, whose queue they
+    share): each keeps a short waiter lease (1 s, renewed by its own retries), and a
+    release hands the lock straight to the first live waiter and wakes exactly that one,
+    so no wake-up is lost and the releasing client cannot take the lock straight back. A
+    waiter that died is skipped once its waiter lease ends. While nobody is queued, an
+    acquire and a release are one round trip each.
 
     Cancellation (asyncio): a cancelled ``acquire()`` deletes a key it may have just set,
     and a cancelled ``release()`` finishes in the background, so the object never believes
@@ -52,8 +62,9 @@ class AsyncLock(AsyncLease):
         renew_interval: seconds between renewals; default a third of the lease, at most half.
         max_lease: cap in seconds on the total hold under the watchdog (a hung holder stops
             being renewed after it); None: no cap.
-        recheck_interval: longest a waiter sleeps between tries, in seconds, should a
-            wake-up be lost (default 0.5). Waiters are woken by the release itself.
+        recheck_interval: longest a waiter sleeps between tries, in seconds (default 0.5;
+            at most a third of the 1 s waiter lease is used, as each try renews it). The
+            release itself grants the lock to the first waiter and wakes it.
         prefix: key prefix (default ``"redislock:"``); no braces.
         replicas: how many replicas must acknowledge every lock write (acquire, extend,
             renewal): an int >= 0, default 0 (no WAIT). After each write, ``WAIT replicas
@@ -87,14 +98,20 @@ class AsyncLock(AsyncLease):
     def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
         AsyncLease.__init__(self, client, name, **options)
 
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        base = Holder._make_core(self, client, name, options)
+        return FairCore.from_base(base, DEFAULT_WAITER_LEASE, NO_QUEUE_LIMIT, "Lock")
+
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.
 
-        One round trip per try: a script sets the key with a fresh token and PX TTL only if
-        absent, and issues the next fencing token. A waiter is woken by the release (a message on
-        the name's wake-up channel, which all the waiters of the process share on one
-        connection: waiting holds no pooled connection), re-checking at least every
-        ``recheck_interval`` seconds.
+        One round trip when nobody is queued: a script sets the key with a fresh token and
+        PX TTL only if absent, and issues the next fencing token. Otherwise the same script
+        queues this waiter, which waits for a release to grant it the lock (a message on
+        the name's grant channel, which all the waiters of the process share on one
+        connection: waiting holds no pooled connection), retrying at least every
+        ``recheck_interval`` seconds (at most a third of its waiter lease) to renew its
+        place. A waiter that gives up or is cancelled leaves the queue.
 
         Args:
             blocking: False for a single try.

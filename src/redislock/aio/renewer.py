@@ -98,13 +98,16 @@ class AsyncRenewer:
         # Renewals of locks sharing one client: one pipelined round trip, in a task of its
         # own so a slow Redis delays nobody else, bounded by the end of the earliest local
         # lease estimate among those that need I/O, after which they count as lost.
-        batch = Batch([lock._core.renew_flow(h) for lock, h in group])  # steps without I/O
+        client = group[0][0]._client
+        # Lock renewals go as one lock_renew call when the client is one node (steps
+        # without I/O until run_batch).
+        batch = Batch([lock._core.renew_flow(h) for lock, h in group], merge=_pipelines(client))
         waiting = [i for i, _, _ in batch.pending]
         if waiting:
             limit = max(0.001, min(group[i][1].expires_at for i in waiting) - time.monotonic())
             try:
                 async with asyncio.timeout(limit):
-                    await run_batch(group[0][0]._client, batch)
+                    await run_batch(client, batch)
             except TimeoutError:
                 error = TimeoutError("no answer to the renewal before the lease ran out")
                 for i in waiting:

@@ -1,10 +1,14 @@
--- fair: a mutex granted in arrival (FIFO) order with direct hand-off (FairLock).
+-- fair: a mutex granted in arrival (FIFO) order with direct hand-off (Lock and FairLock).
 -- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
 -- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
 -- is skipped about one waiter lease after it stopped renewing; and a release grants the
 -- lock to the next live waiter itself (one message on the name's grant channel, tagged for
--- exactly that waiter), so the waiter needs no further round trip to take it.
--- The lock key, fencing counter, lock_extend.lua and lock_status.lua are those of Lock.
+-- exactly that waiter), so the waiter needs no further round trip to take it, and the
+-- releasing client cannot take it back.
+-- While nobody is queued, an acquire is Lock's SET NX and INCR and a release Lock's
+-- compare-and-delete (the fast paths below: no ACL preflight, no TIME).
+-- The lock key, fencing counter, done key, lock_extend.lua and lock_status.lua are those of
+-- Lock; MultiLock (multi.lua) takes the same lock keys and wakes the head of this queue.
 --
 -- KEYS[1] lock key      string "<token>|<meta>" with a PX TTL (as Lock)
 -- KEYS[2] fence key     integer counter, INCR per grant, never expires
@@ -13,15 +17,20 @@
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
 -- KEYS[6] done key      release, optional: string "<token>", the last release of this name,
 --                       PX ARGV[8] (Lock's done key, see lock_release.lua)
+-- KEYS[7] waiters key   release, force, optional (with KEYS[6]): MultiLock's marker "some
+--                       client is waiting" (see multi.lua); its presence makes a release
+--                       publish one wake-up to KEYS[8]
+-- KEYS[8] wake channel  with KEYS[7]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
+--                       on it, see lock_release.lua); declared as a key, never written as one
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
 -- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
 -- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
--- ARGV[6] queue_max     acquire: most waiters the queue takes
+-- ARGV[6] queue_max     acquire: most waiters the queue takes; 0: no limit
 -- ARGV[7] grant channel "P{N}:grant": a grant PUBLISHes "<tag>|<fence>" to it, where tag =
---                       sha1(token)[1..20] of the waiter granted (never the token: it is a
---                       secret, and any subscriber sees the channel); see redislock._core.wake
+--                       sha1(token)[1..20] of the waiter granted (see _queue.lua);
+--                       multi.lua's release publishes "<tag>|0" (a wake-up: try again now)
 -- ARGV[8] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
 --                       the window in which a client may send it again
 -- returns
@@ -29,7 +38,8 @@
 --            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
 --                                     the wait before the next try, -1 when the lock has no TTL;
 --                                     fence: the fencing counter now (0 if absent), so a grant
---                                     message received later is known to be newer (fence above)
+--                                     message received later is known to be newer (fence above);
+--                                     a single try on the fast path returns {"busy", hint_ms}
 --            {"full", length}         the queue is full; the caller is not queued
 --   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
 --                                     also "ok" for a repeat of this token's release (a
@@ -37,12 +47,80 @@
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
+--   any op   error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing was
+--            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
+-- A failed SET NX of the lock key is always followed by a GET of it (the audit relies on it).
 -- include: _acl.lua
+
+-- include: _queue.lua
 
 local op, token = ARGV[1], ARGV[2]
 
-local function grant_tag(tok)
-  return string.sub(redis.sha1hex(tok), 1, 20)
+local function mine(v)
+  return v and string.sub(v, 1, #token + 1) == token .. '|'
+end
+
+-- MultiLock's waiters leave a marker on a busy name and wait on its wake channel: a release
+-- (or force) that was given KEYS[7] publishes one wake-up when the marker is there. Through
+-- pcall, so a fast path can call it too; returns an error reply, or nil.
+local function wake_marked()
+  if not KEYS[7] then return nil end
+  local r = redis.pcall('EXISTS', KEYS[7])
+  if bad(r) then return failed('EXISTS', r) end
+  if r == 1 then
+    r = redis.pcall('PUBLISH', KEYS[8], '*')
+    if bad(r) then return failed('PUBLISH', r) end
+  end
+  return nil
+end
+
+-- Fast paths, while nobody is queued (every command through pcall, the writes in an order
+-- whose every prefix is safe, as lock_acquire.lua and lock_release.lua): Lock's one round
+-- trip when uncontended. Anything else falls through to the queue below.
+if op == 'acquire' then
+  local q = redis.pcall('EXISTS', KEYS[3])
+  if bad(q) then return failed('EXISTS', q) end
+  if q == 0 then
+    local r = redis.pcall('SET', KEYS[1], token .. '|' .. ARGV[4], 'NX', 'PX', ARGV[3])
+    if bad(r) then return failed('SET', r) end
+    if r then
+      local fence = redis.pcall('INCR', KEYS[2])
+      if bad(fence) then
+        redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
+        return failed('INCR', fence)
+      end
+      return {'ok', fence, tonumber(ARGV[3])}
+    end
+    local v = redis.pcall('GET', KEYS[1])
+    if bad(v) then return failed('GET', v) end
+    if ARGV[5] == '0' and not mine(v) then  -- a single try on a held lock: busy
+      r = redis.pcall('PTTL', KEYS[1])
+      if bad(r) then return failed('PTTL', r) end
+      return {'busy', r}
+    end
+  end
+elseif op == 'release' then
+  local v = redis.pcall('GET', KEYS[1])
+  if bad(v) then return failed('GET', v) end
+  if mine(v) then
+    local q = redis.pcall('EXISTS', KEYS[3])
+    if bad(q) then return failed('EXISTS', q) end
+    if q == 0 then
+      local r = wake_marked()
+      if r then return r end
+      if KEYS[6] then
+        r = redis.pcall('SET', KEYS[6], token, 'PX', ARGV[8])
+        if bad(r) then return failed('SET', r) end
+      end
+      r = redis.pcall('DEL', KEYS[1])
+      if bad(r) then
+        -- Not released: forget the release (SET just worked; DEL did not).
+        if KEYS[6] then redis.pcall('SET', KEYS[6], '', 'PX', 1) end
+        return failed('DEL', r)
+      end
+      return 'ok'
+    end
+  end
 end
 
 -- ACL (docs/acl.md): each command this script may run on each key it declares (and on the
@@ -57,7 +135,11 @@ do
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
     {ARGV[7], {'PUBLISH'}},
   }
-  if KEYS[6] then uses[7] = {KEYS[6], {'GET', 'SET'}} end
+  if KEYS[6] then uses[#uses + 1] = {KEYS[6], {'GET', 'SET'}} end
+  if KEYS[7] then
+    uses[#uses + 1] = {KEYS[7], {'EXISTS'}}
+    uses[#uses + 1] = {KEYS[8], {'PUBLISH'}}
+  end
   local no = preflight(uses, true)
   if no then return refused(no) end
 end
@@ -107,10 +189,6 @@ local function grant_next()
   return true
 end
 
-local function mine(v)
-  return v and string.sub(v, 1, #token + 1) == token .. '|'
-end
-
 if op == 'acquire' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
@@ -139,7 +217,8 @@ if op == 'acquire' then
   end
   if not redis.call('ZSCORE', KEYS[4], token) then
     local len = redis.call('LLEN', KEYS[3])
-    if len >= tonumber(ARGV[6]) then
+    local most = tonumber(ARGV[6])
+    if most > 0 and len >= most then
       return {'full', len}
     end
     redis.call('RPUSH', KEYS[3], token)
@@ -161,11 +240,13 @@ if op == 'release' then
     return 'gone'
   end
   if not mine(v) then return 'taken' end
+  local r = wake_marked()  -- checked by the preflight: cannot fail now
+  if r then return r end
   redis.call('DEL', KEYS[1])
   if KEYS[6] then
     redis.call('SET', KEYS[6], token, 'PX', ARGV[8])
   end
-  local r = grant_next()
+  r = grant_next()
   if r ~= true and r ~= false then return r end
   return 'ok'
 end
@@ -186,7 +267,9 @@ end
 
 if op == 'force' then
   local n = redis.call('DEL', KEYS[1])
-  local r = grant_next()
+  local r = wake_marked()
+  if r then return r end
+  r = grant_next()
   if r ~= true and r ~= false then return r end
   return n
 end

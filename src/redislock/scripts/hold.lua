@@ -3,6 +3,14 @@
 -- Design: Redisson's RLock (a hash owner -> count, in Lua) and RReadWriteLock, but with
 -- one lease per hold stored in the hold itself, so one key serves all holders (cluster-safe)
 -- and a crashed reader or permit holder frees its share when its own lease ends.
+-- Cost: a call reads only the holds it is about (HGET) and asks the expiry index (KEYS[9])
+-- how many live holds of each mode there are and when the first and the last lease end
+-- (ZCOUNT, ZRANGEBYSCORE ... LIMIT 0 1: O(log n) in the number of holds n), so a read hold,
+-- a permit, a re-entry, a release and a renewal cost O(log n), also with 10,000 holds on
+-- one name. Ended holds are removed a few at a time (at most PRUNE per mode per call); they
+-- are never counted, since counts and bounds only look at scores after now. Hash-field
+-- expiry (HPEXPIRE: Redis 7.4, Valkey 9) is not used: it could drop ended holds, but not
+-- count the live ones per mode nor find the latest lease, and Redis 6.2 and 7.0 lack it.
 --
 -- KEYS[1] hash          one field per hold:
 --                         field  owner token
@@ -13,8 +21,8 @@
 --                                mode w: exclusive, reentrant; r: shared, reentrant;
 --                                p: a semaphore permit; expires_ms: server time (TIME) in
 --                                milliseconds at which this hold's lease ends
---                       Expired holds are removed by the next script that reads the hash; the
---                       key's own TTL always covers the latest lease, so it vanishes with it.
+--                       The hash is the record; KEYS[9] indexes it. The key's own TTL always
+--                       equals the latest lease, so it vanishes with it.
 -- KEYS[2] fence key     integer counter, INCR once per new hold (not per re-entry), never expires
 -- KEYS[3] waiters       sorted set: token of each waiting w/p waiter -> server time (ms) its
 --                       entry ends (refreshed by every failed try, removed when it gets in or
@@ -28,6 +36,15 @@
 --                       time in milliseconds at which it is forgotten (ARGV[13] after the
 --                       release); the key's TTL is ARGV[13]. A release sent again after a
 --                       lost reply finds its token there and answers "ok"
+-- KEYS[9] expiry index  sorted set, one member per field of KEYS[1]: owner token ->
+--                       BAND[mode] + expires_ms (BAND: w 0, r 1e13, p 2e13; SPAN 1e13 ms
+--                       keeps each mode in its own score band until the year 2286), so the
+--                       live holds of a mode are the scores in (BAND + now, BAND + SPAN).
+--                       Same TTL as KEYS[1]. Its size always equals the hash's: when they
+--                       differ (a hash written before this index existed, by an older
+--                       version or by hand), the call rebuilds the index from the hash once
+--                       (HGETALL, O(n)) before it does anything else. The hash is the record:
+--                       a hold is pruned only if its hash value says its lease ended.
 -- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)
@@ -45,11 +62,13 @@
 --                       lost reply (redis-py resends on a dropped connection)
 -- ARGV[13] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
 -- ARGV[14] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
---                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released
---                       (KEYS[1] to KEYS[8] above); "" or absent: "hfwkrspd", all eight. A call
---                       declares only the keys it may touch (HoldKeys.roles_for), so during a
---                       Cluster slot migration a status or extend is a one-key script that
---                       follows ASK instead of failing with TRYAGAIN on keys that do not exist.
+--                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released,
+--                       x expiry index (KEYS[1] to KEYS[9] above); "" or absent: "hfwkrspdx",
+--                       all nine. Every op but status and leave needs h and x. A call
+--                       declares only the keys it may touch (hold.py: hold_roles), so during a
+--                       Cluster slot migration a status is a one-key script that follows ASK
+--                       (an extend: the hash and its index, which exist together) instead of
+--                       failing with TRYAGAIN on keys that do not exist.
 --                       A key left out is treated as absent (no waiters, no wake-up, no
 --                       permit count: ARGV[9]).
 -- returns
@@ -62,7 +81,7 @@
 --            {"gone", 0}                    no such hold (expired or deleted)
 --   extend   {"ok", lease_ms}               this hold's new remaining lease
 --            {"gone", 0}
---   status   {"ok", lease_ms, fence, count, mode} | {"gone", 0, 0, 0, ""}
+--   status   {"ok", lease_ms, fence, count, mode} | {"gone", 0, 0, 0, ""}   (reads KEYS[1] only)
 --   leave    1 (the waiter ARGV[2] gave up: it no longer counts as waiting)
 --   count    {writers, readers, permits held, permit count}   live holds of each mode
 --   force    number of holds removed (operator override; wakes every kind of waiter)
@@ -72,7 +91,7 @@
 local op, token = ARGV[1], ARGV[2]
 local K = {}
 local roles = ARGV[14] or ''
-if roles == '' then roles = 'hfwkrspd' end
+if roles == '' then roles = 'hfwkrspdx' end
 for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 
 -- ACL (docs/acl.md): before anything is read or written, each command this script may run on
@@ -81,7 +100,7 @@ for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 -- has no such check: there a refusal names no command and may come after a write.
 do
   local uses = {
-    h = {'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
+    h = {'HGET', 'HLEN', 'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
     f = {'INCR'},
     w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
     k = {'PUBLISH'},
@@ -89,6 +108,7 @@ do
     s = {'PUBLISH'},
     p = {'GET'},
     d = {'ZSCORE', 'ZREMRANGEBYSCORE', 'ZADD', 'PEXPIRE'},
+    x = {'ZCARD', 'ZCOUNT', 'ZRANGEBYSCORE', 'ZREVRANGEBYSCORE', 'ZADD', 'ZREM', 'PEXPIRE', 'DEL'},
   }
   local declared = {}
   for i = 1, #roles do
@@ -103,26 +123,57 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local op_id = ARGV[12] or ''
-local holds = {}
-local n = {w = 0, r = 0, p = 0}
-local flat = redis.call('HGETALL', K.h)
-for i = 1, #flat, 2 do
-  local mode, count, exp, fence, meta =
-    string.match(flat[i + 1], '^([wrp])|(%d+)|(%d+)|(%d+)|(.*)$')
-  if not mode then
-    return redis.error_reply('redislock - ' .. K.h .. ' holds a field not written by redislock')
+local MODES = {'w', 'r', 'p'}
+local BAND = {w = 0, r = 1e13, p = 2e13}
+local SPAN = 1e13
+local PRUNE = 4  -- ended holds removed per mode per call, at most
+local SHAPE = '^([wrp])|(%d+)|(%d+)|(%d+)|(.*)$'
+local function malformed()
+  return 'redislock - ' .. K.h .. ' holds a field not written by redislock'
+end
+
+-- a score as exact integer text (Lua's own number format keeps only 14 digits)
+local function num(v)
+  return string.format('%.0f', v)
+end
+
+-- live holds of one mode: O(log n)
+local function live(mode)
+  return redis.call('ZCOUNT', K.x, '(' .. num(BAND[mode] + now), '(' .. num(BAND[mode] + SPAN))
+end
+
+-- when the first (last: the latest) live lease of one mode ends, server ms; nil if none
+local function bound(mode, last)
+  local lo, hi = '(' .. num(BAND[mode] + now), '(' .. num(BAND[mode] + SPAN)
+  local r
+  if last then
+    r = redis.call('ZREVRANGEBYSCORE', K.x, hi, lo, 'WITHSCORES', 'LIMIT', 0, 1)
+  else
+    r = redis.call('ZRANGEBYSCORE', K.x, lo, hi, 'WITHSCORES', 'LIMIT', 0, 1)
   end
+  if #r == 0 then return nil end
+  return tonumber(r[2]) - BAND[mode]
+end
+
+-- the live hold of token tok, or nil (an ended one is removed when the index is declared)
+local function get(tok)
+  if tok == '' then return nil end
+  local v = redis.call('HGET', K.h, tok)
+  if not v then return nil end
+  local mode, count, exp, fence, meta = string.match(v, SHAPE)
+  if not mode then error(malformed()) end
   local last = ''
   local bare, o = string.match(meta, '^(.*)|o(%x*)$')
   if bare then meta, last = bare, o end
   exp = tonumber(exp)
   if exp <= now then
-    redis.call('HDEL', K.h, flat[i])
-  else
-    holds[flat[i]] = {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta,
-      op = last}
-    n[mode] = n[mode] + 1
+    if K.x then
+      redis.call('HDEL', K.h, tok)
+      redis.call('ZREM', K.x, tok)
+    end
+    return nil
   end
+  return {mode = mode, count = tonumber(count), exp = exp, fence = fence, meta = meta, op = last}
 end
 
 local function store(tok, h)
@@ -130,6 +181,12 @@ local function store(tok, h)
   if h.op and h.op ~= '' then suffix = '|o' .. h.op end
   redis.call('HSET', K.h, tok,
     h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta .. suffix)
+  redis.call('ZADD', K.x, num(BAND[h.mode] + h.exp), tok)
+end
+
+local function remove(tok)
+  redis.call('HDEL', K.h, tok)
+  redis.call('ZREM', K.x, tok)
 end
 
 -- whether this call repeats the last one applied to hold h (a retry after a lost reply)
@@ -137,16 +194,60 @@ local function repeated(h)
   return op_id ~= '' and h.op == op_id
 end
 
--- the key lives exactly as long as its latest lease
+-- the keys live exactly as long as the latest lease
 local function settle()
-  local latest = 0
-  for _, h in pairs(holds) do
-    if h.exp > latest then latest = h.exp end
+  local latest
+  for _, mode in ipairs(MODES) do
+    local e = bound(mode, true)
+    if e and (not latest or e > latest) then latest = e end
   end
-  if latest == 0 then
-    redis.call('DEL', K.h)
+  if not latest then
+    redis.call('DEL', K.h, K.x)
   else
     redis.call('PEXPIRE', K.h, latest - now)
+    redis.call('PEXPIRE', K.x, latest - now)
+  end
+end
+
+if op ~= 'status' and op ~= 'leave' then
+  if not K.x then
+    return redis.error_reply('redislock - hold ' .. tostring(op) .. ' needs the expiry index')
+  end
+  -- drop a few ended holds (they are never counted: see live() and bound()); the hash is the
+  -- record, so each is checked there first (an index out of step with it is mended below)
+  for _, mode in ipairs(MODES) do
+    local ended = redis.call('ZRANGEBYSCORE', K.x, num(BAND[mode]), num(BAND[mode] + now),
+      'LIMIT', 0, PRUNE)
+    for _, tok in ipairs(ended) do
+      local v = redis.call('HGET', K.h, tok)
+      local vmode, _, exp = string.match(v or '', SHAPE)
+      if v and not vmode then return redis.error_reply(malformed()) end
+      if vmode and tonumber(exp) > now then
+        redis.call('ZADD', K.x, num(BAND[vmode] + tonumber(exp)), tok)
+      else
+        if v then redis.call('HDEL', K.h, tok) end
+        redis.call('ZREM', K.x, tok)
+      end
+    end
+  end
+  -- the index has one member per field; otherwise rebuild it from the hash (see KEYS[9])
+  if redis.call('HLEN', K.h) ~= redis.call('ZCARD', K.x) then
+    local flat = redis.call('HGETALL', K.h)
+    local found = {}
+    for i = 1, #flat, 2 do
+      local mode, _, exp = string.match(flat[i + 1], SHAPE)
+      if not mode then return redis.error_reply(malformed()) end
+      found[#found + 1] = {flat[i], mode, tonumber(exp)}
+    end
+    redis.call('DEL', K.x)
+    for _, f in ipairs(found) do
+      if f[3] <= now then
+        redis.call('HDEL', K.h, f[1])
+      else
+        redis.call('ZADD', K.x, num(BAND[f[2]] + f[3]), f[1])
+      end
+    end
+    settle()
   end
 end
 
@@ -179,16 +280,18 @@ end
 -- after a hold ended: wake whoever may now succeed (writers first: writer preference)
 local function wake_waiters()
   local writer_waits = writers_wait()
-  if writer_waits and n.w == 0 and n.r == 0 and (n.p == 0 or n.p < permits()) then
-    wake_w()
-  elseif n.w == 0 and not writer_waits and readers_wait() then
+  local nw = live('w')
+  if writer_waits and nw == 0 and live('r') == 0 then
+    local np = live('p')
+    if np == 0 or np < permits() then wake_w() end
+  elseif nw == 0 and not writer_waits and readers_wait() then
     wake_r()
   end
 end
 
 if op == 'acquire' then
   local mode = ARGV[3]
-  local mine = holds[token]
+  local mine = get(token)
   if mine then
     if ARGV[7] == '1' and not repeated(mine) then
       mine.count = mine.count + 1
@@ -205,12 +308,13 @@ if op == 'acquire' then
   end
   local blocked
   if mode == 'w' then
-    blocked = n.w + n.r + n.p > 0
+    blocked = live('w') + live('r') + live('p') > 0
   elseif mode == 'r' then
-    local own_write = ARGV[8] ~= '' and holds[ARGV[8]] ~= nil and holds[ARGV[8]].mode == 'w'
-    blocked = not own_write and (n.w > 0 or writers_wait())
+    local companion = get(ARGV[8])
+    local own_write = companion ~= nil and companion.mode == 'w'
+    blocked = not own_write and (live('w') > 0 or writers_wait())
   else
-    blocked = n.w + n.r > 0 or n.p >= permits()
+    blocked = live('w') + live('r') > 0 or live('p') >= permits()
   end
   if blocked then
     if ARGV[6] ~= '0' and mode == 'r' then
@@ -222,8 +326,9 @@ if op == 'acquire' then
       end
     end
     local hint = -1
-    for _, h in pairs(holds) do
-      if hint < 0 or h.exp - now < hint then hint = h.exp - now end
+    for _, m in ipairs(MODES) do
+      local e = bound(m, false)
+      if e and (hint < 0 or e - now < hint) then hint = e - now end
     end
     if hint < 0 then  -- blocked only by waiting writers: until the last entry ends
       local last = K.w and redis.call('ZRANGE', K.w, -1, -1, 'WITHSCORES') or {}
@@ -233,22 +338,20 @@ if op == 'acquire' then
   end
   local fence = redis.call('INCR', K.f)
   local h = {mode = mode, count = 1, exp = now + tonumber(ARGV[4]), fence = fence, meta = ARGV[5]}
-  holds[token] = h
-  n[mode] = n[mode] + 1
   store(token, h)
   settle()
   if mode ~= 'r' and K.w then redis.call('ZREM', K.w, token) end
   -- pass the wake-up on: more readers, or more permits, may enter now
   if mode == 'r' and readers_wait() and not writers_wait() then
     wake_r()
-  elseif mode == 'p' and n.p < permits() and writers_wait() then
+  elseif mode == 'p' and writers_wait() and live('p') < permits() then
     wake_w()
   end
   return {'ok', fence, 1, h.exp - now}
 end
 
 if op == 'release' then
-  local mine = holds[token]
+  local mine = get(token)
   if not mine then
     settle()
     if K.d then
@@ -274,16 +377,14 @@ if op == 'release' then
     redis.call('ZADD', K.d, now + done_ms, token)
     redis.call('PEXPIRE', K.d, done_ms)
   end
-  redis.call('HDEL', K.h, token)
-  holds[token] = nil
-  n[mine.mode] = n[mine.mode] - 1
+  remove(token)
   settle()
   wake_waiters()
   return {'ok', 0}
 end
 
 if op == 'extend' then
-  local mine = holds[token]
+  local mine = get(token)
   if not mine then
     return {'gone', 0}
   end
@@ -306,7 +407,7 @@ if op == 'extend' then
 end
 
 if op == 'status' then
-  local mine = holds[token]
+  local mine = get(token)
   if not mine then
     return {'gone', 0, 0, 0, ''}
   end
@@ -319,14 +420,12 @@ if op == 'leave' then
 end
 
 if op == 'count' then
-  return {n.w, n.r, n.p, permits()}
+  return {live('w'), live('r'), live('p'), permits()}
 end
 
 if op == 'force' then
-  local removed = 0
-  for _ in pairs(holds) do removed = removed + 1 end
-  redis.call('DEL', K.h)
-  n = {w = 0, r = 0, p = 0}
+  local removed = live('w') + live('r') + live('p')
+  redis.call('DEL', K.h, K.x)
   if writers_wait() then wake_w() end
   if readers_wait() then wake_r() end
   return removed

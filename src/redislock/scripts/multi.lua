@@ -7,9 +7,12 @@
 -- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake channel
 --         (PUBLISHed "*", see lock_release.lua)
 -- KEYS[4] release: its done key (see lock_release.lua; written for one name per chunk)
+-- KEYS[5] release: its queue (list of queued Lock and FairLock waiters, see fair.lua)
+-- KEYS[6] release: its waiter leases (sorted set token -> end of its waiter lease, server ms)
 --         The keys of name i follow those of name i-1; keys per name by op:
---           acquire: lock, fence, waiters (3);  release: lock, waiters, wake, done (4);
---           extend, status: lock (1).  So name i's lock key is KEYS[stride * (i - 1) + 1].
+--           acquire: lock, fence, waiters (3);  release: lock, waiters, wake, done, queue,
+--           waiter leases (6);  extend, status: lock (1).
+--         So name i's lock key is KEYS[stride * (i - 1) + 1].
 --         extend with ARGV[9]: KEYS[n + 1] is the first name's done key.
 -- ARGV[1] op            "acquire", "release", "extend" or "status"
 -- ARGV[2] n             number of names in KEYS
@@ -22,10 +25,15 @@
 -- ARGV[9] op_id         extend "add", optional: random per call; a call that finds its op_id in
 --                       the first name's done key was applied already (as lock_extend.lua)
 -- ARGV[10] done_ms      release, extend with ARGV[9]: how long the done key remembers it, milliseconds
+-- ARGV[11] grant_suffix release: a name's grant channel is <lock key> .. grant_suffix
+--                       (":grant"; see _queue.lua, fair.lua)
 -- returns acquire: {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --                  {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                                        TTL); nothing was written but name i's waiters marker
 --         release: {"ok", n, 0}          all released, one wake-up published per name with waiters
+--                                        (marked ones "*" on the wake channel; a queue's first
+--                                        live waiter "<tag>|0" on the grant channel: it then
+--                                        tries again at once, and takes it)
 --                  {status, released, i} name i was the first not ours ("gone" or "taken"); the
 --                                        ones still ours were released, others' keys untouched
 --                  A release that finds none of its names but its own release in a done key
@@ -42,6 +50,7 @@
 -- on itself.
 
 -- include: _acl.lua
+-- include: _queue.lua
 
 local op, n = ARGV[1], tonumber(ARGV[2])
 local mine = ARGV[3] .. '|'
@@ -50,7 +59,7 @@ local stride = 1
 if op == 'acquire' then
   stride = 3
 elseif op == 'release' then
-  stride = 4
+  stride = 6
 end
 
 -- Name i's lock key is KEYS[stride * (i - 1) + 1]; one MGET reads them all. n stays far
@@ -141,7 +150,7 @@ if op == 'release' then
     if v and string.sub(v, 1, len) == mine then
       ours[#ours + 1] = i
       gone[#gone + 1] = locks[i]
-      markers[#markers + 1] = KEYS[4 * i - 2]
+      markers[#markers + 1] = KEYS[6 * i - 4]
     elseif first == 0 then
       first = i
       status = v and 'taken' or 'gone'
@@ -152,7 +161,7 @@ if op == 'release' then
     -- Nothing of ours left: was it our own release (its reply lost)? Answer as it did.
     local dones = {}
     for i = 1, n do
-      dones[i] = KEYS[4 * i]
+      dones[i] = KEYS[6 * i - 2]
     end
     local seen = redis.pcall('MGET', unpack(dones))
     if bad(seen) then return failed('MGET', seen) end
@@ -167,18 +176,45 @@ if op == 'release' then
     end
     return {status, 0, first}
   end
+  -- Each queue's first live waiter (a dead one's waiter lease has ended; fair.lua drops it).
+  local heads, now = {}, nil
+  for j = 1, #ours do
+    local i = ours[j]
+    local k = 0
+    while true do
+      local head = redis.pcall('LINDEX', KEYS[6 * i - 1], k)
+      if bad(head) then return failed('LINDEX', head) end
+      if not head then break end
+      if not now then
+        local t = redis.pcall('TIME')
+        if bad(t) then return failed('TIME', t) end
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      end
+      local ends = redis.pcall('ZSCORE', KEYS[6 * i], head)
+      if bad(ends) then return failed('ZSCORE', ends) end
+      if ends and tonumber(ends) > now then
+        heads[#heads + 1] = {locks[i] .. ARGV[11], grant_tag(head) .. '|0'}
+        break
+      end
+      k = k + 1
+    end
+  end
   -- Writes, every prefix safe: the wake-ups, the done key, then one DEL of our names.
   local waiting = redis.pcall('MGET', unpack(markers))
   if bad(waiting) then return failed('MGET', waiting) end
   local r
+  for _, g in ipairs(heads) do
+    r = redis.pcall('PUBLISH', g[1], g[2])
+    if bad(r) then return failed('PUBLISH', r) end
+  end
   for j = 1, #ours do
     if waiting[j] then
-      local wake = KEYS[4 * ours[j] - 1]
+      local wake = KEYS[6 * ours[j] - 3]
       r = redis.pcall('PUBLISH', wake, '*')
       if bad(r) then return failed('PUBLISH', r) end
     end
   end
-  local done = KEYS[4 * ours[1]]
+  local done = KEYS[6 * ours[1] - 2]
   r = redis.pcall(
     'SET', done, memo .. status .. '|' .. #ours .. '|' .. first, 'PX', ARGV[10])
   if bad(r) then return failed('SET', r) end

@@ -138,9 +138,10 @@ class Renewer:
     def _renew(self, group: list[tuple[Renewable, Holding]]) -> None:
         """Renewals of locks sharing one client, on a worker thread: one pipelined round
         trip for all of them."""
-        batch = Batch([lock._core.renew_flow(h) for lock, h in group])
+        client = group[0][0]._client
+        batch = Batch([lock._core.renew_flow(h) for lock, h in group], merge=_pipelines(client))
         try:
-            run_batch(group[0][0]._client, batch)
+            run_batch(client, batch)
         except Exception as exc:  # a bug; keep serving the other locks
             batch.results = [exc if r is None else r for r in batch.results]
         results = batch.results

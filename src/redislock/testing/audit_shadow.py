@@ -66,7 +66,9 @@ LIBRARY: Final = {
     "multi": ScriptInfo("multi", 0, 2, frozenset()),
 }
 # Other library scripts (redlock_fence, fenced_write) never touch a lock key: their
-# writes are tracked but not audited.
+# writes are tracked but not audited. lock_renew (the watchdogs' renewal of many Lock holds
+# in one call) only lengthens the TTL of keys that hold the tokens it was given, as
+# lock_extend "max" does: tracked, not audited.
 
 
 def library_by_sha() -> dict[str, tuple[str, ScriptInfo | None]]:

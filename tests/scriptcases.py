@@ -180,7 +180,6 @@ THIRD = "c" * 32
 FOURTH = "d" * 32
 WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
-WAKE_MS = 2000
 
 
 def hold_args(
@@ -212,7 +211,6 @@ def hold_args(
         "1" if reenter else "0",
         companion,
         permits,
-        WAKE_MS,
         extend_mode,
         *tail,
     )
@@ -343,7 +341,6 @@ def multi_args(
     ms: int | str = "",
     meta: str = "",
     marker_ms: int | str = "",
-    wake_ms: int | str = "",
     mode: str = "",
     op_id: str = "",
     done_ms: int | str = "",
@@ -352,7 +349,7 @@ def multi_args(
     itself for DONE_MS unless ``done_ms`` says otherwise)."""
     if op == "release" and done_ms == "":
         done_ms = DONE_MS
-    args = (op, n, token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+    args = (op, n, token, ms, meta, marker_ms, mode, op_id, done_ms)
     return (*args, GRANT_SUFFIX) if op == "release" else args
 
 
@@ -447,5 +444,4 @@ def base_core() -> LockCore:
         recheck_interval=0.1,
         prefix="redislock:",
         on_lost=None,
-        socket_timeout=None,
     )

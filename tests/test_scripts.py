@@ -153,8 +153,8 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             # Not a key: the grant channel, declared as ARGV[7] (see redislock._core.keys).
             continue
         if name == "multi" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
-            # Not a key: a freed name's grant channel, its lock key (KEYS) and ARGV[11].
-            assert re.search(r"heads\[#heads \+ 1\] = \{locks\[i\] \.\. ARGV\[11\],", code)
+            # Not a key: a freed name's grant channel, its lock key (KEYS) and ARGV[10].
+            assert re.search(r"heads\[#heads \+ 1\] = \{locks\[i\] \.\. ARGV\[10\],", code)
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are
@@ -162,7 +162,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
             continue
         if name == "hold":
-            # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[14]'s letters.
+            # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[13]'s letters.
             assert re.fullmatch(r"K\.[hfwkrspdx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)

@@ -27,7 +27,6 @@ from tests.scriptcases import (
     SLACK,
     THIRD,
     TOKEN,
-    WAKE_MS,
     At,
     Between,
     Case,
@@ -137,7 +136,7 @@ CASES = [
         "multi-release-all-wakes-each-waited-name",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["ok", 2, 0],
         setup=[mheld(M1), mheld(M2), marker(M2.wait)],
         after=[
@@ -151,7 +150,7 @@ CASES = [
         "multi-release-wakes-the-first-live-queued-waiter",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["ok", 2, 0],
         setup=[
             mheld(M1),
@@ -172,7 +171,7 @@ CASES = [
         "multi-release-sent-again-answers-as-the-first",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["taken", 1, 2],
         setup=[mheld(M2, OTHER), ("SET", M1.done, f"{TOKEN}|rel|taken|1|2", "PX", 50000)],
         after=[(("GET", M2.lock), f"{OTHER}|{META}"), *absent(M1.lock, M1.wake, M2.wake)],
@@ -181,7 +180,7 @@ CASES = [
         "multi-release-sent-again-after-another-took-a-name-answers-ok",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["ok", 2, 0],
         setup=[mheld(M1, OTHER), ("SET", M2.done, f"{TOKEN}|rel|ok|2|0", "PX", 50000)],
         after=[(("GET", M1.lock), f"{OTHER}|{META}")],
@@ -190,7 +189,7 @@ CASES = [
         "multi-release-another-tokens-memo-is-gone",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["gone", 0, 1],
         setup=[("SET", M1.done, f"{OTHER}|rel|ok|2|0", "PX", 50000)],
     ),
@@ -198,7 +197,7 @@ CASES = [
         "multi-release-leaves-another-owners-name",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["taken", 1, 2],
         setup=[mheld(M1), mheld(M2, OTHER), marker(M1.wait), marker(M2.wait)],
         after=[
@@ -211,7 +210,7 @@ CASES = [
         "multi-release-gone",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["gone", 1, 1],
         setup=[mheld(M2)],
         after=absent(M1.lock, M2.lock),
@@ -330,11 +329,11 @@ def test_multi_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     assert op.script is SCRIPTS["multi"]
     assert (op.keys, op.args) == (MACQ, macq(marker_ms=1500))
     op = core._op("release", chunk, TOKEN)
-    assert (op.keys, op.args) == (MREL, multi_args("release", wake_ms=core.wake_ms))
+    assert (op.keys, op.args) == (MREL, multi_args("release"))
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="add")
-    op_id = str(op.args[8])
+    op_id = str(op.args[7])
     assert re.fullmatch(r"[0-9a-f]{16}", op_id)
-    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[8] != op_id  # per call
+    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[7] != op_id  # per call
     expected = multi_args("extend", ms=3000, mode="add", op_id=op_id, done_ms=DONE_MS)
     assert (op.keys, op.args) == ((*MLOCKS, M1.done), expected)
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="max")

@@ -70,7 +70,7 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
 
 
 def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
-    """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[14] role
+    """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[13] role
     letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
     reader wake, ``p`` permits, ``d`` released, ``x`` expiry index). Every call but a status
     and a leave declares ``h`` and ``x``: the hash and its index change together.
@@ -152,7 +152,6 @@ class HoldCore(LockCore):
                 "1" if reenter else "0",
                 companion,
                 self.permits,
-                self.wake_ms,
                 extend_mode,
                 op_id,
                 DONE_MS,

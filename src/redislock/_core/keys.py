@@ -81,7 +81,7 @@ _HOLD_ROLES = {
     "d": "released",
     "x": "expiry",
 }
-"""hold.lua's key role letters (its ARGV[14]) and the :class:`HoldKeys` field each names."""
+"""hold.lua's key role letters (its ARGV[13]) and the :class:`HoldKeys` field each names."""
 
 
 class HoldKeys(NamedTuple):
@@ -123,7 +123,7 @@ class HoldKeys(NamedTuple):
         )
 
     def declared(self, roles: str) -> tuple[str, ...]:
-        """The keys named by ``roles``, hold.lua's ARGV[14] letters, in that order (see
+        """The keys named by ``roles``, hold.lua's ARGV[13] letters, in that order (see
         :func:`redislock._core.hold.hold_roles`)."""
         return tuple(getattr(self, _HOLD_ROLES[r]) for r in roles)
 

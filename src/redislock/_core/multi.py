@@ -221,8 +221,7 @@ class MultiCore(LockCore):
             op_id, done_ms = new_op_id(), DONE_MS
         else:
             keys = locks
-        wake_ms = self.wake_ms if op == "release" else ""
-        args = (op, len(locks), token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+        args = (op, len(locks), token, ms, meta, marker_ms, mode, op_id, done_ms)
         if op == "release":
             return Eval(_MULTI, keys, (*args, GRANT_SUFFIX))
         return Eval(_MULTI, keys, args)

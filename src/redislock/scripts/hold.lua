@@ -33,8 +33,8 @@
 -- KEYS[6] rwake channel PUBLISHed "*" when a reader may now succeed
 -- KEYS[7] permits key   Semaphore: the permit count set at run time (no TTL); absent: ARGV[9]
 -- KEYS[8] released      optional: sorted set of the holds released lately: token -> server
---                       time in milliseconds at which it is forgotten (ARGV[13] after the
---                       release); the key's TTL is ARGV[13]. A release sent again after a
+--                       time in milliseconds at which it is forgotten (ARGV[12] after the
+--                       release); the key's TTL is ARGV[12]. A release sent again after a
 --                       lost reply finds its token there and answers "ok"
 -- KEYS[9] expiry index  sorted set, one member per field of KEYS[1]: owner token ->
 --                       BAND[mode] + expires_ms (BAND: w 0, r 1e13, p 2e13; SPAN 1e13 ms
@@ -55,13 +55,12 @@
 -- ARGV[8] companion     acquire r: the caller's own write token ("" if none): a writer may
 --                       take a read hold beside its write hold (downgrade)
 -- ARGV[9] permits       the permit count when KEYS[7] is absent (Semaphore); 0 otherwise
--- ARGV[10] (unused)     was the wake lists' TTL; kept so the ARGV layout stays
--- ARGV[11] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
--- ARGV[12] op_id        "" or a random id per call (re-entry, release, "add" extend): a call
+-- ARGV[10] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
+-- ARGV[11] op_id        "" or a random id per call (re-entry, release, "add" extend): a call
 --                       whose op id equals the hold's last one is a client's retry after a
 --                       lost reply (redis-py resends on a dropped connection)
--- ARGV[13] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
--- ARGV[14] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
+-- ARGV[12] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
+-- ARGV[13] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
 --                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released,
 --                       x expiry index (KEYS[1] to KEYS[9] above); "" or absent: "hfwkrspdx",
 --                       all nine. Every op but status and leave needs h and x. A call
@@ -77,7 +76,7 @@
 --                                           blocking lease ends, at most (a recheck bound)
 --            {"gone", 0}                    re-entry, but the hold no longer exists
 --   release  {"ok", count}                  count left (0: the hold was removed; also a
---                                           repeat of a release within ARGV[13] ms)
+--                                           repeat of a release within ARGV[12] ms)
 --            {"gone", 0}                    no such hold (expired or deleted)
 --   extend   {"ok", lease_ms}               this hold's new remaining lease
 --            {"gone", 0}
@@ -90,7 +89,7 @@
 
 local op, token = ARGV[1], ARGV[2]
 local K = {}
-local roles = ARGV[14] or ''
+local roles = ARGV[13] or ''
 if roles == '' then roles = 'hfwkrspdx' end
 for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 
@@ -122,7 +121,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local op_id = ARGV[12] or ''
+local op_id = ARGV[11] or ''
 local MODES = {'w', 'r', 'p'}
 local BAND = {w = 0, r = 1e13, p = 2e13}
 local SPAN = 1e13
@@ -371,7 +370,7 @@ if op == 'release' then
     store(token, mine)
     return {'ok', mine.count}
   end
-  local done_ms = tonumber(ARGV[13] or '0')
+  local done_ms = tonumber(ARGV[12] or '0')
   if K.d and done_ms > 0 then  -- remembered, so a repeat of this release answers "ok"
     redis.call('ZREMRANGEBYSCORE', K.d, '-inf', now)
     redis.call('ZADD', K.d, now + done_ms, token)
@@ -389,7 +388,7 @@ if op == 'extend' then
     return {'gone', 0}
   end
   local ms = tonumber(ARGV[4])
-  local mode = ARGV[11]
+  local mode = ARGV[10]
   if repeated(mine) then
     return {'ok', mine.exp - now}  -- this extend was applied already
   end

@@ -2,7 +2,7 @@
 -- KEYS[1] lock key
 -- KEYS[2] waiters key
 -- KEYS[3] wake channel  PUBLISHed "*" when someone waits (see lock_release.lua)
--- ARGV[1] (unused)      was the wake list's TTL; kept so the ARGV layout stays
+-- ARGV: none
 -- returns 1 if a lock key was deleted, 0 if there was none
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; the lock key
 --                       is untouched (at most a spurious wake-up was published)

@@ -4,10 +4,9 @@
 -- KEYS[3] wake channel  "P{N}:wake": a release PUBLISHes "*" to it when someone waits (the
 --                       waiters' shared wake-up channel, redislock._core.wake); declared as
 --                       a key of the name's hash tag, never written as one
--- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[3]
+-- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[2]
 -- ARGV[1] token         owner token
--- ARGV[2] (unused)      was the wake list's TTL; kept so the ARGV layout stays
--- ARGV[3] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
+-- ARGV[2] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
 --                       (the window in which a client may send the same release again)
 -- returns "ok"          released; also a repeat of this token's release within done_ms (a
 --                       client retrying after the reply was lost: the first one worked)
@@ -40,7 +39,7 @@ if r == 1 then
   if bad(r) then return failed('PUBLISH', r) end
 end
 if KEYS[4] then
-  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[3])
+  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
   if bad(r) then return failed('SET', r) end
 end
 r = redis.pcall('DEL', KEYS[1])

@@ -22,22 +22,33 @@ back; rows are interleaved, --repeat runs each, the best run is reported.
   pottery has no multi-name lock (its Redlock takes one key), so it has no row.
 
 Memory (INFO memory used_memory after FLUSHALL, scripts loaded): hold --mem-names Lock
-objects on fresh names (ttl=600), read used_memory, release them, read it again (the
-fencing counters stay: they never expire). Reported per name: (a) the lock key of a held
-lock, (b) its fencing counter, which persists after release, and (a)+(b). The same for
-one MultiLock over fresh names, which writes exactly Lock's keys.
+objects on fresh names (ttl=600), read used_memory, release them, read it again, delete the
+done keys (60 s TTL) and read it a fourth time. Reported per name: (a) the lock key of a
+held lock, (b) its share of the per-slot fencing counters, which never expire, (a)+(b),
+and (c) its done key, which a release leaves for 60 s. The same for one MultiLock over
+fresh names, which writes exactly Lock's keys.
+
+Names locked once (bounded memory, issue 13: "1,000,000 distinct names locked once each
+leave at most 2 MB"): for redislock Lock, redis-py Lock and python-redis-lock in the same
+run, FLUSHALL, then --once-names fresh names each acquired and released once, one by one;
+DBSIZE and used_memory growth right after the last release, and again once the longest TTL
+of the row's keys has run out (redislock: the 60 s done key; python-redis-lock: its 1 s
+signal list) and the server's active expiry has reclaimed them. redislock keeps one fencing
+counter per hash slot used (at most 16,384 keys in all), nothing per name.
 
 Prints markdown tables and the goals as PASS/FAIL lines; exits 0 whatever the goals say
 unless --check is given (then 1 if a goal fails).
 
 Usage: PYTHONPATH=src python bench/bulk.py [--names 100000] [--repeat 3]
-           [--mem-names 100000] [--json PATH] [--redis-server PATH] [--check]
+           [--mem-names 100000] [--once-names 1000000] [--json PATH]
+           [--redis-server PATH] [--check]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import platform
@@ -61,7 +72,7 @@ except ImportError:  # run from a checkout without PYTHONPATH=src: use the check
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     import redislock  # type: ignore[import-not-found, unused-ignore]
 from redislock import Lock, MultiLock
-from redislock._core.lock import holder_meta, new_token
+from redislock._core.lock import DONE_MS, holder_meta, new_token
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 
@@ -69,6 +80,8 @@ LEASE_S = 60
 PIPELINE = 1000
 GOAL_RATE = 30_000.0  # SPEC: MultiLock of 100 000 names >= 30 000 locks/s
 GOAL_BYTES = 200.0  # SPEC: <= 200 bytes of Redis memory per held plain lock
+GOAL_ONCE_BYTES = 2_000_000  # issue 13: 1,000,000 names locked once leave <= 2 MB
+SLOTS = 16384  # at most one fencing counter per hash slot
 # The minimal correct release (as in uncontended.py).
 RELEASE_LUA = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
@@ -203,8 +216,12 @@ def run_row(row: Row, r: redis.Redis, admin: redis.Redis, names: list[str]) -> N
         cpu, srv = time.process_time() - cpu0, server_cpu(admin) - srv0
     finally:
         gc.enable()
-    # Every lock key is gone; only redislock's fencing counters stay.
-    left = sum(1 for k in admin.scan_iter(match="*bulk:*", count=10_000) if ":fence" not in k)
+    # Every lock key is gone (redislock's 60 s done keys and slot counters may stay).
+    left = sum(
+        1
+        for k in admin.scan_iter(match="*bulk:*", count=10_000)
+        if k.endswith("}") or not k.startswith("redislock:")
+    )
     if left:
         raise BenchError(f"{row.title}: {left} lock keys left after release")
     row.runs.append(Run(t1 - t0, t2 - t1, cpu, srv))
@@ -217,9 +234,25 @@ def run_row(row: Row, r: redis.Redis, admin: redis.Redis, names: list[str]) -> N
 class Memory:
     what: str
     n: int
-    held_b: float  # (a) + (b): per held lock, fence counter included
+    held_b: float  # (a) + (b): per held lock, its share of the counters included
     lock_b: float  # (a): the lock key alone
-    fence_b: float  # (b): the fencing counter alone (it stays after release)
+    fence_b: float  # (b): its share of the slot counters, which stay for good
+    done_b: float  # (c): its done key, which stays 60 s after the release
+
+
+@dataclass
+class Once:
+    """One row of the "names locked once" table: memory and keys left by ``n`` names, each
+    acquired and released once, right after the releases and once every TTL has run out."""
+
+    what: str
+    n: int
+    keys_after: int  # DBSIZE right after the last release
+    bytes_after: int  # used_memory growth right after the last release
+    keys_settled: int  # DBSIZE once the keys with a TTL have expired
+    bytes_settled: int  # used_memory growth then
+    settle_s: float  # how long after the last release that was
+    note: str = ""
 
 
 def used_memory(admin: redis.Redis) -> int:
@@ -256,7 +289,79 @@ def measure_memory(r: redis.Redis, admin: redis.Redis, n: int) -> list[Memory]:
         for lock in locks:
             lock.release()
         m2 = used_memory(admin)
-        out.append(Memory(what, n, (m1 - m0) / n, (m1 - m2) / n, (m2 - m0) / n))
+        # The done keys (60 s TTL) deleted instead of waited for: what stays is counters.
+        done = list(admin.scan_iter(match="redislock:{mem:*}:done", count=10_000))
+        for i in range(0, len(done), PIPELINE):
+            admin.unlink(*done[i : i + PIPELINE])
+        m3 = used_memory(admin)
+        out.append(Memory(what, n, (m1 - m0) / n, (m1 - m3) / n, (m3 - m0) / n, (m2 - m3) / n))
+    return out
+
+
+# A row of the once table: (title, the longest TTL a released name's keys keep in s,
+# acquire-and-release of one name).
+OnceRow = tuple[str, float, Callable[[redis.Redis, str], None]]
+
+
+def once_redislock(r: redis.Redis, name: str) -> None:
+    lock = Lock(r, name, ttl=LEASE_S)
+    if not lock.acquire(blocking=False):
+        raise BenchError(f"Lock {name!r}: not acquired")
+    lock.release()
+
+
+def once_redis_py(r: redis.Redis, name: str) -> None:
+    lock = r.lock(name, timeout=LEASE_S)
+    if not lock.acquire(blocking=False):
+        raise BenchError(f"redis-py Lock {name!r}: not acquired")
+    lock.release()
+
+
+def once_python_redis_lock(r: redis.Redis, name: str) -> None:
+    redis_lock: Any = importlib.import_module("redis_lock")  # no type stubs
+    lock = redis_lock.Lock(r, name, expire=LEASE_S)
+    if not lock.acquire(blocking=False):
+        raise BenchError(f"python-redis-lock {name!r}: not acquired")
+    lock.release()
+
+
+ONCE_ROWS: list[OnceRow] = [
+    ("redislock Lock", DONE_MS / 1000, once_redislock),  # the done key: 60 s
+    ("redis-py Lock", 0.0, once_redis_py),
+    ("python-redis-lock", 1.0, once_python_redis_lock),  # its signal list: 1 s
+]
+
+
+def measure_once(r: redis.Redis, admin: redis.Redis, n: int) -> list[Once]:
+    """Each row: FLUSHALL, lock and release ``n`` fresh names one by one, read DBSIZE and
+    used_memory, then again once the longest TTL of the row's keys has run out and the
+    server's active expiry has reclaimed them (DBSIZE stable for 3 s)."""
+    out: list[Once] = []
+    for title, ttl_s, once in ONCE_ROWS:
+        admin.flushall()
+        for script in SCRIPTS.values():
+            admin.script_load(script.source)
+        m0 = used_memory(admin)
+        try:
+            for i in range(n):
+                once(r, f"once:{i}")
+        except (BenchError, ImportError) as exc:
+            out.append(Once(title, n, 0, 0, 0, 0, 0.0, f"FAILED: {exc}"))
+            continue
+        done = time.monotonic()
+        keys_after, m1 = int(admin.dbsize()), used_memory(admin)
+        time.sleep(max(0.0, done + ttl_s + 0.5 - time.monotonic()))
+        last, stable = -1, time.monotonic()
+        while time.monotonic() - stable < 3.0:
+            for _ in admin.scan_iter(count=10_000):  # SCAN also expires what it meets
+                pass
+            size = int(admin.dbsize())
+            if size != last:
+                last, stable = size, time.monotonic()
+            time.sleep(0.5)
+        m2 = used_memory(admin)
+        out.append(Once(title, n, keys_after, m1 - m0, last, m2 - m0, time.monotonic() - done))
+        print(f"  once: {title} done", file=sys.stderr, flush=True)
     return out
 
 
@@ -285,16 +390,38 @@ def rate_table(rows: list[Row], n: int) -> str:
 
 def memory_table(mem: list[Memory]) -> str:
     lines = [
-        "| held with | names | (a) lock key B/lock | (b) fence counter B/name | (a)+(b) B |",
-        "|---|---:|---:|---:|---:|",
+        "| held with | names | (a) lock key B/lock | (b) slot counters B/name, for good | "
+        "(a)+(b) B | (c) done key B/name, 60 s after release |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     lines.extend(
-        f"| {m.what} | {m.n} | {m.lock_b:.1f} | {m.fence_b:.1f} | {m.held_b:.1f} |" for m in mem
+        f"| {m.what} | {m.n} | {m.lock_b:.1f} | {m.fence_b:.1f} | {m.held_b:.1f} | {m.done_b:.1f} |"
+        for m in mem
     )
     return "\n".join(lines)
 
 
-def goals(rows: list[Row], n: int, mem: list[Memory]) -> list[tuple[bool, str]]:
+def once_table(rows: list[Once]) -> str:
+    lines = [
+        "| lock | names | keys right after | B/name right after | keys after TTLs | "
+        "B after TTLs | B/name after TTLs | TTLs waited s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for o in rows:
+        if o.note:
+            lines.append(f"| {o.what} | {o.n} | {o.note} | | | | | |")
+            continue
+        lines.append(
+            f"| {o.what} | {o.n} | {o.keys_after:,} | {o.bytes_after / o.n:.1f} | "
+            f"{o.keys_settled:,} | {o.bytes_settled:,} | {o.bytes_settled / o.n:.2f} | "
+            f"{o.settle_s:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def goals(
+    rows: list[Row], n: int, mem: list[Memory], once: Sequence[Once] = ()
+) -> list[tuple[bool, str]]:
     out: list[tuple[bool, str]] = []
     multi = rows[0].best()
     if multi is not None:
@@ -321,8 +448,22 @@ def goals(rows: list[Row], n: int, mem: list[Memory]) -> list[tuple[bool, str]]:
             (
                 ok,
                 f"{'PASS' if ok else 'FAIL'} Redis memory per held Lock: {m.lock_b:.1f} B for the "
-                f"lock key (goal <= {GOAL_BYTES:.0f}), plus {m.fence_b:.1f} B for its fencing "
-                f"counter, which stays after release ({m.held_b:.1f} B in all)",
+                f"lock key (goal <= {GOAL_BYTES:.0f}), plus {m.fence_b:.1f} B for its share of "
+                f"the slot counters ({m.held_b:.1f} B in all; its done key: {m.done_b:.1f} B "
+                "for 60 s after the release)",
+            )
+        )
+    for o in once:
+        if o.what != "redislock Lock" or o.note:
+            continue
+        ok = o.bytes_settled <= GOAL_ONCE_BYTES and o.keys_settled <= SLOTS
+        scale = "" if o.n >= 1_000_000 else " (the goal is for 1,000,000 names)"
+        out.append(
+            (
+                ok,
+                f"{'PASS' if ok else 'FAIL'} {o.n:,} names locked once leave {o.bytes_settled:,} B "
+                f"in {o.keys_settled:,} keys once their TTLs ran out (goal <= "
+                f"{GOAL_ONCE_BYTES:,} B, <= {SLOTS:,} keys){scale}",
             )
         )
     return out
@@ -340,6 +481,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per row (best is reported)")
     ap.add_argument("--mem-names", type=int, default=100_000, help="locks held for memory")
     ap.add_argument(
+        "--once-names",
+        type=int,
+        default=1_000_000,
+        help="names locked once each for the bounded-memory table (0: skip it)",
+    )
+    ap.add_argument(
         "--rows", default=",".join(r.slug for r in ROWS), help="comma-separated subset of rows"
     )
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
@@ -348,8 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     wanted = args.rows.split(",")
     rows = [row for row in ROWS if row.slug in wanted]
-    if args.names < 1 or args.repeat < 1 or args.mem_names < 0 or not rows:
-        ap.error("need --names >= 1, --repeat >= 1, --mem-names >= 0 and known --rows")
+    if args.names < 1 or args.repeat < 1 or args.mem_names < 0 or args.once_names < 0 or not rows:
+        ap.error(
+            "need --names >= 1, --repeat >= 1, --mem-names >= 0, --once-names >= 0 and known --rows"
+        )
     binary = args.redis_server or default_server()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _sigterm)
@@ -357,6 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = loadavg()
     t0 = time.monotonic()
     mem: list[Memory] = []
+    once: list[Once] = []
     try:
         with RedisProcess(tmp, name="bulk", binary=binary) as srv:
             r = redis.Redis(**srv.client_kwargs(), socket_timeout=30)
@@ -375,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  run {rnd + 1}/{args.repeat} done", file=sys.stderr, flush=True)
             if args.mem_names:
                 mem = measure_memory(r, admin, args.mem_names)
+            if args.once_names:
+                once = measure_once(r, admin, args.once_names)
             r.close()
             admin.close()
     except KeyboardInterrupt:
@@ -398,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_before": load_before,
         "load_after": loadavg(),
         "runtime_s": runtime,
-        "lock_value_bytes": 32 + 1 + len(meta.encode()),
+        "lock_value_bytes": 32 + 1 + len(meta.encode()),  # and "<fence>|"
         "host_name_bytes": len(meta.split("|")[0].encode()),
     }
     print(
@@ -416,18 +568,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(
             f"Memory per name, {args.mem_names} fresh names (lock value {env['lock_value_bytes']} "
-            f"B with a {env['host_name_bytes']}-byte host name):"
+            f"B with a {env['host_name_bytes']}-byte host name, plus the fencing token's "
+            "digits and a '|'):"
         )
         print()
         print(memory_table(mem))
+    if once:
+        print()
+        print(
+            f"Names locked once: {args.once_names} fresh names, each acquired and released "
+            "once, one by one; Redis memory (used_memory growth over the empty server) and "
+            "keys (DBSIZE) right after the last release and once every TTL has run out:"
+        )
+        print()
+        print(once_table(once))
     print()
-    results = goals(rows, args.names, mem)
+    results = goals(rows, args.names, mem, once)
     for _ok, line in results:
         print(line)
     print("pottery: no row; it has no multi-name lock (its Redlock takes one key).")
     if args.json:
         payload = {
-            "params": {"names": args.names, "repeat": args.repeat, "mem_names": args.mem_names},
+            "params": {
+                "names": args.names,
+                "repeat": args.repeat,
+                "mem_names": args.mem_names,
+                "once_names": args.once_names,
+            },
             "env": env,
             "rows": [
                 {
@@ -440,6 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for row in rows
             ],
             "memory": [m.__dict__ for m in mem],
+            "once": [o.__dict__ for o in once],
             "goals": [{"pass": ok, "line": line} for ok, line in results],
         }
         Path(args.json).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

@@ -30,6 +30,10 @@ Rows (--rows picks a subset; a baseline row is added when a row needs it):
   pottery-3/-5       pottery.Redlock(key=name, masters={...}, auto_release_time=10)
   aioredlock-3/-5    aioredlock.Aioredlock([...]); lock(name, lock_timeout=10) and unlock()
                      (a fixed lock_timeout: no auto-extend task)
+  raw-1, raw-5       reference, no library: SET k tok NX PX 10000 then a compare-and-delete
+                     EVALSHA in hand-written RESP on plain sockets; over 5 masters each
+                     command is written to all five, then the replies are read as poll()
+                     reports them (the floor of any fan-out on this machine)
 
 Every lock has a fixed 10 s lease (no watchdog). Sync rows are compared with the sync
 baseline, asyncio rows with the asyncio baseline, on the same transport in the same run.
@@ -62,7 +66,10 @@ import importlib
 import json
 import os
 import platform
+import secrets
+import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -76,7 +83,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from uncontended import default_server, loadavg, pct, pkg_version
+from uncontended import RELEASE_LUA, _reply, _resp, default_server, loadavg, pct, pkg_version
 
 try:
     import redislock  # type: ignore[import-not-found, unused-ignore]
@@ -114,7 +121,9 @@ class Clients:
     ours_async: list[redis.asyncio.Redis]
     pottery: list[redis.Redis]
     aioredlock_addresses: list[Any]  # aioredlock's own connection specs
+    raw_kwargs: list[dict[str, Any]]  # where the raw rows open their plain sockets
     aioredlock_managers: list[Any] = field(default_factory=list)  # to destroy at the end
+    raw_sockets: list[socket.socket] = field(default_factory=list)  # to close at the end
 
 
 @dataclass(frozen=True)
@@ -123,7 +132,7 @@ class RowSpec:
     title: str
     kind: str  # "sync" or "async"
     masters: int
-    library: str  # "redislock", "pottery" or "aioredlock"
+    library: str  # "redislock", "pottery", "aioredlock" or "raw"
 
 
 ROWS = (
@@ -139,6 +148,8 @@ ROWS = (
     RowSpec("pottery-5", "pottery Redlock", "sync", 5, "pottery"),
     RowSpec("aioredlock-3", "aioredlock", "async", 3, "aioredlock"),
     RowSpec("aioredlock-5", "aioredlock", "async", 5, "aioredlock"),
+    RowSpec("raw-1", "ref: raw pair, plain socket", "sync", 1, "raw"),
+    RowSpec("raw-5", "ref: raw pair, plain sockets, all at once", "sync", 5, "raw"),
 )
 ROWS_BY_SLUG = {r.slug: r for r in ROWS}
 BASELINE = {"sync": "lock", "async": "asynclock"}
@@ -148,9 +159,55 @@ def lock_name(spec: RowSpec) -> str:
     return f"bench:redlock:{spec.slug}"
 
 
+def raw_cycle(spec: RowSpec, c: Clients) -> SyncCycle:
+    """The floor of a fan-out on this box: ``SET k tok NX PX 10000`` to every master at
+    once (hand-written RESP on plain sockets, written one after the other, the replies read
+    as ``poll`` reports them), then the compare-and-delete EVALSHA the same way; no client
+    library, no fencing, no lanes. One master: the same pair, one round trip each."""
+    name = lock_name(spec).encode()
+    socks: list[socket.socket] = []
+    shas: set[str] = set()
+    for kwargs, client in zip(c.raw_kwargs[: spec.masters], c.ours, strict=False):
+        if "unix_socket_path" in kwargs:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(str(kwargs["unix_socket_path"]))
+        else:
+            sock = socket.create_connection((kwargs["host"], int(kwargs["port"])))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks.append(sock)
+        shas.add(str(client.script_load(RELEASE_LUA)))
+    c.raw_sockets.extend(socks)
+    (sha,) = shas
+    sha_b = sha.encode()
+
+    def everywhere(command: bytes, want: bytes) -> None:
+        for sock in socks:
+            sock.sendall(command)
+        poller = select.poll()
+        by_fd = {sock.fileno(): sock for sock in socks}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        while by_fd:
+            for fd, _ in poller.poll():
+                poller.unregister(fd)
+                if _reply(by_fd.pop(fd)) != want:
+                    raise BenchError(
+                        f"{spec.title} ({spec.masters}): a master did not answer {want!r}"
+                    )
+
+    def cycle() -> None:
+        token = secrets.token_hex(16).encode()
+        everywhere(_resp(b"SET", name, token, b"NX", b"PX", b"10000"), b"+OK\r\n")
+        everywhere(_resp(b"EVALSHA", sha_b, b"1", name, token), b":1\r\n")
+
+    return cycle
+
+
 def sync_cycle(spec: RowSpec, c: Clients) -> SyncCycle:
     name = lock_name(spec)
     n = spec.masters
+    if spec.library == "raw":
+        return raw_cycle(spec, c)
     if spec.slug == "lock":
         lock: Any = redislock.Lock(c.ours[0], name, ttl=LEASE_S)
     elif spec.slug == "redlock-5-new":
@@ -576,6 +633,7 @@ def measure(srvs: Sequence[RedisProcess], args: argparse.Namespace) -> dict[str,
         ours_async=[redis.asyncio.Redis(**k) for k in kwargs],
         pottery=[redis.Redis(**k) for k in kwargs],
         aioredlock_addresses=[aioredlock_address(k) for k in kwargs],
+        raw_kwargs=kwargs,
     )
     server_version = str(admins[0].info("server")["redis_version"])
     specs = [ROWS_BY_SLUG[s] for s in args.rows]
@@ -608,6 +666,8 @@ def measure(srvs: Sequence[RedisProcess], args: argparse.Namespace) -> dict[str,
                 runner.run(ac.aclose())
     for c in (*clients.ours, *clients.pottery, *admins):
         c.close()
+    for sock in clients.raw_sockets:
+        sock.close()
     return {
         "rows": rows,
         "server_version": server_version,

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from redislock._core.codec import encode_lock_value
 from redislock._core.keys import GRANT_SUFFIX, FairKeys, HoldKeys, LockKeys
 from redislock._core.lock import DONE_MS, LockCore
 from redislock._core.scripts import SCRIPTS
@@ -162,12 +163,14 @@ class Case:
     extra: tuple[str, ...] = ()
 
 
-def held(token: str = TOKEN, px: int | None = 5000) -> tuple[str | int, ...]:
-    value = f"{token}|{META}"
+def held(token: str = TOKEN, px: int | None = 5000, fence: int | None = 1) -> tuple[str | int, ...]:
+    """Setup: ``token`` holds the Lock ``K`` with fencing token ``fence`` (None: a value of
+    the earlier format, whose token is the legacy counter)."""
+    value = encode_lock_value(token, META, fence)
     return ("SET", K.lock, value) if px is None else ("SET", K.lock, value, "PX", px)
 
 
-ACQ = (K.lock, K.fence, K.wait)
+ACQ = (K.lock, K.fence, K.wait, K.legacy_fence)
 REL = (K.lock, K.wait, K.wake, K.done)
 GONE = 0  # EXISTS reply
 
@@ -175,7 +178,7 @@ GONE = 0  # EXISTS reply
 H = HoldKeys.for_name("job")
 HOLD = tuple(H)
 F = FairKeys.for_name("job")
-FAIR = (F.lock, F.fence, F.queue, F.leases, F.info)
+FAIR = (F.lock, F.fence, F.queue, F.leases, F.info, F.legacy_fence)
 THIRD = "c" * 32
 FOURTH = "d" * 32
 WMETA = "waiter-host|456|1700000000001"
@@ -288,8 +291,10 @@ def facq(
     return fair_args("acquire", token, lease_ms, META, waiter_ms, queue_max)
 
 
-def fheld(token: str = TOKEN, px: int = 5000, meta: str = META) -> tuple[Arg, ...]:
-    return ("SET", F.lock, f"{token}|{meta}", "PX", px)
+def fheld(
+    token: str = TOKEN, px: int = 5000, meta: str = META, fence: int | None = 1
+) -> tuple[Arg, ...]:
+    return ("SET", F.lock, encode_lock_value(token, meta, fence), "PX", px)
 
 
 def waiter(token: str, lease_ms: int = 8000, waiter_ms: int = 1000) -> list[tuple[Arg, ...]]:
@@ -313,7 +318,7 @@ def queue_ttl(lo: int, hi: int) -> list[tuple[tuple[Arg, ...], Any]]:
 def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...], Any]]:
     """Checks: ``token`` was handed the lock with ``fence`` (its waiter meta, its lease)."""
     return [
-        (("GET", F.lock), f"{token}|{WMETA}"),
+        (("GET", F.lock), f"{token}|{fence}|{WMETA}"),
         (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
         (("GET", F.fence), str(fence)),
         (("PUBLISHED", F.grant), [f"{FairKeys.tag(token)}|{fence}"]),
@@ -321,10 +326,11 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
     ]
 
 
-# multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do).
+# multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do),
+# so of one fencing counter (M1.fence == M2.fence), each with its own legacy counter.
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
 M3 = LockKeys.for_name("job}3")
-MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
+MACQ = (M1.lock, M1.fence, M1.wait, M1.legacy_fence, M2.lock, M2.fence, M2.wait, M2.legacy_fence)
 Q1, Q2 = FairKeys.of(M1.lock), FairKeys.of(M2.lock)  # their queues of Lock / FairLock waiters
 MREL = (
     *(M1.lock, M1.wait, M1.wake, M1.done, Q1.queue, Q1.leases),
@@ -358,9 +364,11 @@ def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:
     return multi_args("acquire", token=token, ms=10000, meta=META, marker_ms=marker_ms)
 
 
-def mheld(keys: LockKeys, token: str = TOKEN, px: int = 5000) -> tuple[Arg, ...]:
+def mheld(
+    keys: LockKeys, token: str = TOKEN, px: int = 5000, fence: int | None = 1
+) -> tuple[Arg, ...]:
     """Setup: ``token`` holds ``keys`` as a Lock would (for ``px`` ms more)."""
-    return ("SET", keys.lock, f"{token}|{META}", "PX", px)
+    return ("SET", keys.lock, encode_lock_value(token, META, fence), "PX", px)
 
 
 def command(r: redis.Redis, *args: str | int) -> Any:

@@ -130,7 +130,7 @@ def keys_without_ttl(admin: redis.Redis) -> list[str]:
     """Keys that would never expire, fencing counters (and a Semaphore's run-time permit
     count, which the user sets) excepted."""
     names = [str(k) for k in admin.keys("*")]  # the admin client decodes
-    return [k for k in names if admin.pttl(k) == -1 and not k.endswith((":fence", ":permits"))]
+    return [k for k in names if admin.pttl(k) == -1 and not k.endswith((":slotfence", ":permits"))]
 
 
 SINGLE = [k for k in KINDS if not k.quorum]
@@ -202,20 +202,17 @@ HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN = {
-    ("RLock", "GET"),
-    ("Semaphore", "SET"),
-    ("MultiLock", "TIME"),
-    ("MultiLock", "ZSCORE"),
-} | {
+NEVER_RUN = {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")} | {
     (kind, "UNSUBSCRIBE")
     for kind in ("Lock", "RLock", "ReadWriteLock", "Semaphore", "FairLock", "MultiLock")
 }
-"""Profile commands the scenario never runs: hold.lua's permit count (GET) for RLock, a
-reader's marker (SET) for Semaphore; multi.lua's check of a queued Lock waiter's waiter
-lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases); and
+"""Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
+waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases); and
 UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
-channel stays subscribed until the connection closes)."""
+channel stays subscribed until the connection closes). Every kind's acquisition may run GET
+and SET on the fencing counter (moving a name's legacy per-name counter into its slot's), so
+RLock needs GET and Semaphore SET, though RLock reads no permit count and Semaphore sets no
+reader's marker."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:

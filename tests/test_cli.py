@@ -29,6 +29,7 @@ import pytest
 import redis
 
 from redislock import Lock
+from redislock._core.keys import fence_key
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
 from redislock.server import RedisProcess, stop_embedded
 
@@ -219,7 +220,7 @@ def test_run_passes_exit_statuses_through(
     assert "cannot execute" in results["noexec"][2]
     for name in cases:  # every lock was released, whatever CMD did
         assert admin.exists(lock_key(f"status:{name}")) == 0, name
-        assert admin.get(lock_key(f"status:{name}") + ":fence") == "1", name
+        assert admin.get(fence_key(lock_key(f"status:{name}"))) == "1", name
 
 
 def test_run_without_a_command_is_a_usage_error(
@@ -300,7 +301,7 @@ def test_run_waits_for_the_release(
     assert ran_at > released_at
     assert (ran_at - released_at) / 1e9 < 5.0  # woken, not stuck until --wait ran out
     assert admin.exists(lock_key("queue")) == 0
-    assert admin.get(lock_key("queue") + ":fence") == "2"
+    assert admin.get(fence_key(lock_key("queue"))) == "2"
 
 
 def test_run_lease_lost_stops_the_command(
@@ -388,7 +389,7 @@ def test_run_forwards_signals_to_the_command(
     assert marker.exists(), (status, err, sorted(p.name for p in tmp_path.iterdir()))
     assert marker.read_text() == str(int(sig))
     assert admin.exists(lock_key("fwd")) == 0  # released on the way out
-    assert admin.get(lock_key("fwd") + ":fence") == "1"
+    assert admin.get(fence_key(lock_key("fwd"))) == "1"
 
 
 def test_concurrent_runs_never_overlap(
@@ -430,7 +431,7 @@ def test_concurrent_runs_never_overlap(
     for (_, end, _), (begin, _, _) in itertools.pairwise(rows):
         assert end <= begin, "two CMDs ran at the same time"
     assert counter.read_text() == str(workers * rounds)  # no lost update
-    assert admin.get(lock_key("shared") + ":fence") == str(workers * rounds)
+    assert admin.get(fence_key(lock_key("shared"))) == str(workers * rounds)
     assert admin.exists(lock_key("shared")) == 0
 
 
@@ -503,7 +504,7 @@ def test_inspect_release_and_waiter_wakeup(
         status, _, err = finish(holder, timeout=30)
         assert status == EXIT_LOST, err
         assert pid_gone(int(holder_pid.read_text()))
-        assert admin.get(lock_key(name) + ":fence") == "4"
+        assert admin.get(fence_key(lock_key(name))) == "4"
         assert admin.exists(lock_key(name)) == 0
         status, out, _ = in_process(capsys, ["--url", url, "release", name, "--force"])
         assert status == 0
@@ -599,7 +600,7 @@ def test_embedded_server(cli_env: dict[str, str], tmp_path: Path) -> None:
 
     client = redis.Redis(unix_socket_path=str(runtime / "redis.sock"), decode_responses=True)
     try:
-        assert client.get(lock_key("emb") + ":fence") == "1"  # the first run used it
+        assert client.get(fence_key(lock_key("emb"))) == "1"  # the first run used it
         pid_file = tmp_path / "bg.pid"
         background = start(cli_env, None, "run", "emb", "--", *py(OBEDIENT, pid_file))
         try:
@@ -617,7 +618,7 @@ def test_embedded_server(cli_env: dict[str, str], tmp_path: Path) -> None:
         assert client.exists(lock_key("emb")) == 0
         result = cli(cli_env, None, "run", "emb", "--no-wait", "--", "true")
         assert result.returncode == 0, result.stderr
-        assert client.get(lock_key("emb") + ":fence") == "3"
+        assert client.get(fence_key(lock_key("emb"))) == "3"
     finally:
         client.close()
 

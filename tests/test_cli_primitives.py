@@ -28,6 +28,7 @@ import pytest
 import redis
 
 from redislock import FairLock, Lock, ReadWriteLock, RLock, Semaphore
+from redislock._core.keys import fence_key
 from redislock._core.lock import token_tag
 from redislock._core.ops import as_str
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
@@ -174,7 +175,7 @@ def test_run_every_kind_passes_the_status_and_the_fencing_token(
         "permit": ("hash", ["p"]),
     }
     for n, kind in enumerate(expected):
-        admin.set(lock_key(f"k:{kind}") + ":fence", 40 + n)  # the next token is 41 + n
+        admin.set(fence_key(lock_key(f"k:{kind}")), 40 + n)  # the next token is 41 + n
     procs = {
         kind: start(
             cli_env,
@@ -192,7 +193,7 @@ def test_run_every_kind_passes_the_status_and_the_fencing_token(
         probe = json.loads((tmp_path / kind).read_text())
         assert probe == {"fence": str(41 + n), "type": key_type, "modes": modes}, kind
         assert admin.exists(lock_key(f"k:{kind}")) == 0, kind  # released after CMD
-        assert admin.get(lock_key(f"k:{kind}") + ":fence") == str(41 + n), kind
+        assert admin.get(fence_key(lock_key(f"k:{kind}"))) == str(41 + n), kind
 
 
 def test_concurrent_write_runs_never_overlap(
@@ -230,7 +231,7 @@ def test_concurrent_write_runs_never_overlap(
     for (_, end, _), (begin, _, _) in itertools.pairwise(rows):
         assert end <= begin, "two writers ran at the same time"
     assert counter.read_text() == str(workers * rounds)  # no lost update
-    assert admin.get(lock_key("rw:w") + ":fence") == str(workers * rounds)
+    assert admin.get(fence_key(lock_key("rw:w"))) == str(workers * rounds)
     assert admin.exists(lock_key("rw:w")) == 0
 
 
@@ -302,7 +303,7 @@ def test_permits_let_n_run_at_once_and_the_next_waits(
     finally:
         stop_all(*holders, waiter)
     assert admin.exists(lock_key("sem")) == 0
-    assert admin.get(lock_key("sem") + ":fence") == "3"
+    assert admin.get(fence_key(lock_key("sem"))) == "3"
 
 
 def test_fair_runs_are_granted_in_arrival_order(
@@ -807,7 +808,7 @@ def test_release_force_of_a_fair_lock_grants_the_next_waiter(
     finally:
         stop_all(holder, waiter)
     assert admin.exists(lock_key("force:fair")) == 0
-    assert admin.get(lock_key("force:fair") + ":fence") == "2"
+    assert admin.get(fence_key(lock_key("force:fair"))) == "2"
 
 
 def test_release_force_of_a_plain_lock_still_works(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import pickle
 import string
@@ -26,7 +27,8 @@ from redislock import (
     UnexpectedReplyError,
 )
 from redislock._core import codec, validate
-from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core import keys as keymod
+from redislock._core.keys import DEFAULT_PREFIX, FairKeys, HoldKeys, LockKeys
 from redislock._core.lock import (
     DEFAULT_WATCHDOG_LEASE,
     HolderInfo,
@@ -231,12 +233,16 @@ def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
     keys = LockKeys.for_name(name, prefix)
     assert keys.lock == f"{prefix}{{{name}}}"
     assert LockKeys.name_of(keys.lock, prefix) == name
-    subs = (keys.fence, keys.wait, keys.wake)
+    subs = (keys.wait, keys.wake, keys.done, keys.legacy_fence)
     for sub in subs:
         assert sub.startswith(keys.lock)
         assert LockKeys.name_of(sub, prefix) is None
-    assert len({keys.lock, *subs}) == 4
-    slots = {key_slot(k.encode("utf-8")) for k in (keys.lock, *subs)}
+    # The fencing counter is the slot's: another hash tag, the same slot.
+    assert keys.fence.startswith(prefix + "{")
+    assert keys.fence.endswith("}:slotfence")
+    assert LockKeys.name_of(keys.fence, prefix) is None
+    assert len({keys.lock, keys.fence, *subs}) == 6
+    slots = {key_slot(k.encode("utf-8")) for k in (keys.lock, keys.fence, *subs)}
     assert len(slots) == 1
     # The hash tag is never empty: the slot is that of the text up to the first '}'.
     tag = name.split("}", 1)[0]
@@ -250,13 +256,88 @@ def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
 @example("a}:fence", "a")
 @example("a:fence", "a")
 @example("a}", "a")
+@example("a", keymod.slot_tag(key_slot(b"a")))  # a lock named like a's slot tag
+@example("0", "0}:slotfence")
+@example("a", "a}:slotfence")
 def test_keys_of_different_names_never_collide(a: str, b: str) -> None:
+    """No key of one name is a key of another, but the slot's fencing counter, which names
+    of one slot share; and no lock or sub-key is ever a fencing counter."""
+
+    def own(name: str) -> set[str]:
+        k, h, f = LockKeys.for_name(name), HoldKeys.for_name(name), FairKeys.for_name(name)
+        return {*k, *h, *f} - {k.fence}  # f.grant: the grant channel
+
     if a == b:
         return
-    ka, kb = LockKeys.for_name(a), LockKeys.for_name(b)
-    keys_a = {ka.lock, ka.fence, ka.wait, ka.wake}
-    keys_b = {kb.lock, kb.fence, kb.wait, kb.wake}
-    assert not keys_a & keys_b
+    fences = {LockKeys.for_name(a).fence, LockKeys.for_name(b).fence}
+    assert not own(a) & own(b)
+    assert not (own(a) | own(b)) & fences
+    slots = {key_slot(LockKeys.for_name(n).lock.encode()) for n in (a, b)}
+    assert (len(fences) == 1) == (len(slots) == 1)
+
+
+def _first_tags() -> dict[int, str]:
+    """The slot tags recomputed independently: each slot's first string of [0-9a-z] by
+    length, then alphabet order, with Redis's own slot function (redis-py's)."""
+    import itertools
+
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    found: dict[int, str] = {}
+    for length in range(1, 5):
+        for chars in itertools.product(alphabet, repeat=length):
+            tag = "".join(chars)
+            found.setdefault(key_slot(tag.encode()), tag)
+    return found
+
+
+def test_slot_tags_are_each_slots_first_short_string() -> None:
+    tags = keymod.slot_tags()
+    assert len(tags) == 16384
+    assert dict(enumerate(tags)) == _first_tags()
+    assert keymod.slot_tags() is tags  # built once
+
+
+def test_slot_tags_are_frozen() -> None:
+    """The tags are wire format: every client must name the same counter for a slot. If
+    this fails, the counter keys changed and a mixed fleet would issue tokens twice."""
+    frozen = {
+        0: "1bz",
+        1: "emj",
+        2: "7lw",
+        5: "460",
+        100: "0or",
+        1000: "19w",
+        1584: "3",
+        4000: "fpu",
+        8000: "42",
+        12000: "73t",
+        13907: "0",
+        15495: "a",
+        16383: "hia",
+    }
+    assert {slot: keymod.slot_tag(slot) for slot in frozen} == frozen
+    assert max(len(t) for t in keymod.slot_tags()) == 4
+    assert (
+        hashlib.sha256(",".join(keymod.slot_tags()).encode()).hexdigest()[:16] == "7f86067662df7528"
+    )
+
+
+@settings(database=None, max_examples=200)
+@given(valid_names, valid_prefixes)
+def test_key_slot_is_redis_clusters(name: str, prefix: str) -> None:
+    for key in (f"{prefix}{{{name}}}", name, f"{{{name}", f"x{{}}{name}"):
+        assert keymod.key_slot(key) == key_slot(key.encode()), key
+
+
+def test_fence_key_is_the_slot_tags_counter() -> None:
+    assert (
+        LockKeys.for_name("job").fence
+        == "redislock:{" + keymod.slot_tag(key_slot(b"job")) + "}:slotfence"
+    )
+    assert LockKeys.for_name("job", "app:").fence.startswith("app:{")
+    assert LockKeys.for_name("a}b").fence == LockKeys.for_name("a").fence  # tag "a"
+    assert HoldKeys.for_name("job").fence == FairKeys.for_name("job").fence
+    assert LockKeys.for_name("job").fence == keymod.fence_key("redislock:{job}")
 
 
 def test_name_of_rejects_non_lock_keys() -> None:
@@ -285,8 +366,8 @@ def test_holder_info_parses_a_lock_value() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "garbage", "tok|host|2", "tok|1|host|2|3", "tok|host|pid|3", "tok|host|2|1.5",
-     b"tok|host|2", b"\xff\xfe", None, 42],
+    ["", "garbage", "tok|host|2", "tok|x|host|2|3", "tok|1|h|2|3|4", "tok|host|pid|3",
+     "tok|host|2|1.5", b"tok|host|2", b"\xff\xfe", None, 42],
 )  # fmt: skip
 def test_holder_info_malformed_is_none(value: object) -> None:
     assert HolderInfo.parse(value) is None
@@ -326,13 +407,15 @@ def test_holder_meta_names_this_process() -> None:
     st.integers(0, 2**22),
     st.integers(0, 2**45),
     st.booleans(),
+    st.none() | st.integers(0, 2**53),
 )
 def test_lock_values_round_trip(
-    token: str, host: str, pid: int, acquired_ms: int, as_bytes: bool
+    token: str, host: str, pid: int, acquired_ms: int, as_bytes: bool, fence: int | None
 ) -> None:
-    value = codec.encode_lock_value(token, codec.encode_meta(host, pid, acquired_ms))
+    """Both formats: ``<token>|<fence>|<meta>``, and the earlier ``<token>|<meta>``."""
+    value = codec.encode_lock_value(token, codec.encode_meta(host, pid, acquired_ms), fence)
     stored = codec.decode_lock_value(value.encode() if as_bytes else value)
-    assert stored == codec.StoredLock(token, host, pid, acquired_ms)
+    assert stored == codec.StoredLock(token, host, pid, acquired_ms, fence)
     assert stored is not None
     assert "token" not in repr(stored)  # the owner token is a secret
 

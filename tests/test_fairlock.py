@@ -35,7 +35,7 @@ from redislock import (
     RedisLockError,
     RLock,
 )
-from redislock._core.keys import FairKeys
+from redislock._core.keys import FairKeys, fence_key
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 from tests.support import (
@@ -81,12 +81,13 @@ def enqueue_ghost(admin: redis.Redis, name: str, waiter_ms: int = 500) -> str:
     token = os.urandom(16).hex()
     reply: Any = admin.eval(
         SCRIPTS["fair"].source,
-        5,
+        6,
         keys.lock,
         keys.fence,
         keys.queue,
         keys.leases,
         keys.info,
+        keys.legacy_fence,
         "acquire",
         token,
         30_000,
@@ -155,7 +156,7 @@ def test_release_hands_the_lock_to_the_next_waiter(r: redis.Redis, admin: redis.
     assert waiting.at - released < 0.4
     assert seen["token"] == granted_to
     assert seen["fence"] == 2
-    assert admin.get(holder.key + ":fence") == "2"
+    assert admin.get(fence_key(holder.key)) == "2"
     assert 29_000 < admin.pttl(holder.key) <= 30_000  # the waiter's own lease
     assert waiter.owned()
     assert queue_keys_gone(admin, "handoff")
@@ -377,7 +378,7 @@ async def test_async_grants_in_arrival_order(ar: redis.asyncio.Redis, admin: red
     await holder.release()
     await asyncio.wait_for(asyncio.gather(*tasks), 30)
     assert order == list(range(8))
-    assert admin.get(holder.key + ":fence") == "9"
+    assert admin.get(fence_key(holder.key)) == "9"
     assert queue_keys_gone(admin, "fifo")
 
 

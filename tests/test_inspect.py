@@ -482,7 +482,7 @@ def test_decode_reply_reads_resp3_false_as_nil() -> None:
     """Over RESP3 a script's ``false`` may arrive as False rather than None."""
     token = "a" * 32
     value = encode_lock_value(token, "h|1|1700000000000")
-    reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000]
+    reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000, False]
     info = decode_reply("n", key("n"), reply)
     assert (info.kind, info.fencing_counter, info.permits, info.ttl) == ("lock", 0, None, 5.0)
     assert holder_of(info).token_tag == token_tag(token)

@@ -17,6 +17,7 @@ from redislock import (
     NotOwnedError,
     UnexpectedReplyError,
 )
+from redislock._core.keys import LockKeys
 from tests.flavors import Flavor
 
 
@@ -82,7 +83,8 @@ def test_fencing_token_strictly_increases_across_holders(flavor: Flavor) -> None
         else:  # let it expire instead of releasing: the counter must still grow
             flavor.admin.delete(lock.key)
     assert tokens == [1, 2, 3, 4, 5]
-    assert flavor.admin.get("redislock:{fenced}:fence") == "5"
+    assert flavor.admin.get(LockKeys.for_name("fenced").fence) == "5"
+    assert flavor.admin.exists("redislock:{fenced}:fence") == 0  # no per-name counter
 
 
 def test_busy_lock_is_not_acquired(flavor: Flavor) -> None:
@@ -383,10 +385,11 @@ def test_holder_metadata_is_stored(flavor: Flavor) -> None:
     assert lock.acquire()
     value = flavor.admin.get(lock.key)
     assert isinstance(value, str)
-    token, _host, pid, acquired_ms = value.split("|")
+    token, fence, _host, pid, acquired_ms = value.split("|")
     assert token == lock.token
     assert len(token) == 32
-    assert flavor.admin.get("redislock:{meta}:fence") == str(lock.fencing_token)
+    assert fence == str(lock.fencing_token)  # the holder's token is stored with its hold
+    assert flavor.admin.get(LockKeys.for_name("meta").fence) == str(lock.fencing_token)
     assert int(pid) == os.getpid()
     assert abs(int(acquired_ms) / 1000 - time.time()) < 5
     lock.release()
@@ -411,14 +414,16 @@ def test_acquire_is_idempotent_for_a_retried_script(flavor: Flavor) -> None:
     from redislock._core.scripts import SCRIPTS
 
     script = SCRIPTS["lock_acquire"]
-    keys = ("redislock:{retried}", "redislock:{retried}:fence", "redislock:{retried}:wait")
+    k = LockKeys.for_name("retried")
+    keys = (k.lock, k.fence, k.wait, k.legacy_fence)
     args = ("a" * 32, 10_000, "host|1|0", 0)
-    first = flavor.admin.eval(script.source, 3, *keys, *args)
-    again = flavor.admin.eval(script.source, 3, *keys, *args)
+    first = flavor.admin.eval(script.source, 4, *keys, *args)
+    flavor.admin.incr(k.fence)  # another name of the slot takes the next token meanwhile
+    again = flavor.admin.eval(script.source, 4, *keys, *args)
     assert first == ["ok", 1]
-    assert again == ["ok", 1]
-    assert flavor.admin.get("redislock:{retried}:fence") == "1"
-    other = flavor.admin.eval(script.source, 3, *keys, "b" * 32, 10_000, "host|2|0", 0)
+    assert again == ["ok", 1]  # the holder's own token, not the counter's value
+    assert flavor.admin.get(k.fence) == "2"
+    other = flavor.admin.eval(script.source, 4, *keys, "b" * 32, 10_000, "host|2|0", 0)
     assert other[0] == "busy"
 
 

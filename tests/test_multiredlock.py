@@ -21,6 +21,7 @@ from redislock import (
     QuorumError,
     Redlock,
 )
+from redislock._core.keys import fence_key
 from redislock._core.multi import CHUNK
 from redislock.server import RedisProcess
 
@@ -121,8 +122,8 @@ def test_fencing_tokens_per_name_increase_and_are_written_back(
     masters: list[redis.Redis], admins: list[redis.Redis]
 ) -> None:
     # Unequal counters: the tokens must still exceed every earlier grant's.
-    admins[0].set(key("account:7") + ":fence", 100)
-    admins[1].set(key("account:7") + ":fence", 40)
+    admins[0].set(fence_key(key("account:7")), 100)
+    admins[1].set(fence_key(key("account:7")), 40)
     seen: dict[str, list[int]] = {name: [] for name in NAMES}
     for _ in range(4):
         lock = MultiRedlock(masters, NAMES, ttl=TTL)
@@ -131,7 +132,7 @@ def test_fencing_tokens_per_name_increase_and_are_written_back(
         assert tokens is not None
         for name, token in tokens.items():
             seen[name].append(token)
-            counters = [int(a.get(key(name) + ":fence") or 0) for a in admins]
+            counters = [int(a.get(fence_key(key(name))) or 0) for a in admins]
             assert sum(c >= token for c in counters) >= 3  # a majority has it
         lock.release()
     for values in seen.values():

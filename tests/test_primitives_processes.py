@@ -44,6 +44,7 @@ from redislock import (
     Semaphore,
 )
 from redislock._core.codec import decode_hold_value
+from redislock._core.keys import fence_key
 from redislock.server import RedisProcess
 
 CTX = multiprocessing.get_context("spawn")
@@ -576,7 +577,7 @@ def test_rlock_mutual_exclusion_with_reentry_across_processes(
     check_mutual_exclusion(holds)
     assert all(h.after == h.seen + 2 for h in holds)
     assert as_int(admin.get(COUNTER)) == 2 * procs_n * cycles  # no lost update
-    assert as_int(admin.get(lock_key("rlock") + ":fence")) == procs_n * cycles  # not per entry
+    assert as_int(admin.get(fence_key(lock_key("rlock")))) == procs_n * cycles  # not per entry
     assert admin.exists(lock_key("rlock")) == 0
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import redis
 
 from redislock import Lock, NotOwnedError
+from redislock._core.keys import fence_key
 from redislock.server import RedisProcess
 
 CTX = multiprocessing.get_context("spawn")
@@ -256,7 +257,7 @@ def test_fork_child_does_not_own_or_renew_the_parents_lock(
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
     assert admin.get(lock_key("fork:kept")) == kept_value  # the child left it alone
-    assert admin.get(lock_key("fork:child") + ":fence") == "1"
+    assert admin.get(fence_key(lock_key("fork:child"))) == "1"
     assert admin.exists(lock_key("fork:child")) == 0
     assert kept.owned()
     kept.release()

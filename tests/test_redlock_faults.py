@@ -30,6 +30,7 @@ import redis
 import redis.asyncio
 
 from redislock import AsyncMultiRedlock, AsyncRedlock, MultiRedlock, Redlock
+from redislock._core.keys import LockKeys
 from redislock._core.quorum import CLEANUP_CAP, memory_of
 from redislock.server import RedisProcess
 from redislock.testing import FaultProxy
@@ -52,7 +53,8 @@ def lock_key(name: str) -> str:
 
 
 def fence_key(name: str) -> str:
-    return f"redislock:{{{name}}}:fence"
+    """The fencing counter of ``name``: its hash slot's, shared with that slot's names."""
+    return LockKeys.for_name(name).fence
 
 
 def held(admins: Sequence[redis.Redis], key: str, token: str | None) -> list[bool]:

@@ -34,6 +34,7 @@ from redislock import (
     RLock,
 )
 from redislock._core.codec import decode_hold_value
+from redislock._core.keys import fence_key
 from tests.support import (
     Dead,
     async_wait_for,
@@ -190,7 +191,7 @@ def test_fence_is_issued_once_per_hold(r: redis.Redis, admin: redis.Redis) -> No
         for _ in range(5):
             lock.release()
     assert fences == [1, 2, 3]
-    assert admin.get(lock.key + ":fence") == "3"  # re-entries did not INCR it
+    assert admin.get(fence_key(lock.key)) == "3"  # re-entries did not INCR it
 
 
 def test_release_at_zero_wakes_a_waiter_at_once(r: redis.Redis) -> None:
@@ -578,7 +579,7 @@ async def test_async_fence_is_issued_once_per_hold(
         for _ in range(4):
             await lock.release()
     assert fences == [1, 2, 3]
-    assert admin.get(lock.key + ":fence") == "3"
+    assert admin.get(fence_key(lock.key)) == "3"
 
 
 async def test_async_release_at_zero_wakes_a_waiting_task_at_once(

@@ -30,6 +30,8 @@ LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith(
 PARTS = {  # the shared parts, included where a script says so
     p.name: p.read_bytes() for p in SCRIPT_DIR.glob("_*.lua")
 }
+FENCE_PART = PARTS["_fence.lua"]
+QUEUE_PART = PARTS["_queue.lua"]
 NAMES = sorted(SCRIPTS)
 CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
 
@@ -138,11 +140,43 @@ _MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers|dones|se
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
 
+_FENCE_USE = re.compile(r"\b(next_fence|peek_fence|held_fence)\(([^)]*)\)")
+
+
+def test_fence_part_touches_only_the_keys_it_is_given() -> None:
+    """_fence.lua's helpers run commands on their key parameters only (the scripts pass
+    ``KEYS[n]``: see the next test)."""
+    code = "\n".join(line.split("--", 1)[0] for line in FENCE_PART.decode().splitlines())
+    calls = _CALL.findall(code)
+    assert {cmd for cmd, _ in calls} == {"GET", "SET", "DEL", "INCR"}
+    assert {first.strip() for _, first in calls} == {"counter", "legacy"}
+    assert "KEYS" not in code
+    assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
+        ("next_fence", "counter, legacy"),
+        ("peek_fence", "counter, legacy"),
+        ("held_fence", "v, legacy"),
+    ]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
     would break Redis Cluster routing and could collide with another lock's keys)."""
-    code = "\n".join(code_lines(SCRIPTS[name]))
+    source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
+    own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
+    code = "\n".join(code_lines(own))
+    key = (
+        r"KEYS\[[^\]]+\]?\]"
+        if name == "multi"
+        else r"K\.[fl]"
+        if name == "hold"
+        else r"KEYS\[\d+\]"
+    )
+    for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
+        keys = [a.strip() for a in args.split(",")]
+        if helper == "held_fence":
+            keys = keys[1:]  # the first argument is a lock value
+        assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
     calls = _CALL.findall(code)
     assert calls, "no redis.call found"
     assert code.count("redis.call(") + code.count("redis.pcall(") == len(calls)
@@ -163,7 +197,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             continue
         if name == "hold":
             # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[13]'s letters.
-            assert re.fullmatch(r"K\.[hfwkrspdx]", first.strip()), f"{command} {first}"
+            assert re.fullmatch(r"K\.[hfwkrspdlx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
             assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K

@@ -52,11 +52,24 @@ CASES = [
         facq(),
         ["ok", 1, 10000],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("GET", F.lock), f"{TOKEN}|1|{META}"),
             (("PTTL", F.lock), Between(10000 - SLACK, 10000)),
             (("GET", F.fence), "1"),
             (("PTTL", F.fence), -1),
             *absent(F.queue, F.leases, F.info),
+        ],
+    ),
+    Case(
+        "fair-acquire-moves-the-legacy-counter-in",
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 1001, 10000],
+        setup=[("SET", F.legacy_fence, 1000)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|1001|{META}"),
+            (("GET", F.fence), "1001"),
+            *absent(F.legacy_fence, F.queue, F.leases, F.info),
         ],
     ),
     Case(
@@ -66,7 +79,7 @@ CASES = [
         facq(waiter_ms=0),
         ["ok", 42, 10000],
         setup=[("SET", F.fence, 41)],
-        after=[(("GET", F.lock), f"{TOKEN}|{META}"), (("GET", F.fence), "42")],
+        after=[(("GET", F.lock), f"{TOKEN}|42|{META}"), (("GET", F.fence), "42")],
     ),
     Case(
         "fair-acquire-busy-enqueues",
@@ -80,8 +93,23 @@ CASES = [
             (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
             (("HGET", F.info, TOKEN), f"10000|{META}"),
             *queue_ttl(3000 - SLACK, 3000),
-            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.lock), f"{OTHER}|1|{META}"),
             (("GET", F.fence), "7"),  # no fencing token burnt on failure
+        ],
+    ),
+    Case(
+        "fair-acquire-busy-reports-the-legacy-counter-if-higher",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000),
+        # The counter a later grant's token is above: the legacy one (moved in by that
+        # grant's next_fence), not the lower slot counter; a busy try writes neither.
+        ["busy", Between(5000 - SLACK, 5000), 9],
+        setup=[fheld(OTHER), ("SET", F.fence, 3), ("SET", F.legacy_fence, 9)],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [TOKEN]),
+            (("GET", F.fence), "3"),
+            (("GET", F.legacy_fence), "9"),
         ],
     ),
     Case(
@@ -120,7 +148,7 @@ CASES = [
         ["busy", Between(5000 - SLACK, 5000)],  # the fast path (nobody queued): no counter
         setup=[fheld(OTHER), ("SET", F.fence, 7)],
         after=[
-            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.lock), f"{OTHER}|1|{META}"),
             (("GET", F.fence), "7"),
             *absent(F.queue, F.leases, F.info),
         ],
@@ -160,7 +188,7 @@ CASES = [
         ["ok", 1, 10000],
         setup=[*waiter(TOKEN), *waiter(THIRD, waiter_ms=3000)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("GET", F.lock), f"{TOKEN}|1|{META}"),
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *not_queued(TOKEN),
             *queue_ttl(3000 - SLACK, 3000),
@@ -198,7 +226,7 @@ CASES = [
         ["ok", 1, 10000],
         setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, waiter_ms=0)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("GET", F.lock), f"{TOKEN}|1|{META}"),
             *absent(F.queue, F.leases, F.info),
         ],
     ),
@@ -208,11 +236,14 @@ CASES = [
         FAIR,
         facq(),
         ["ok", 5, Between(8000 - SLACK, 8000)],
-        setup=[fheld(TOKEN, 8000, WMETA), ("SET", F.fence, 5)],
+        setup=[
+            fheld(TOKEN, 8000, WMETA, fence=5),
+            ("SET", F.fence, 6),  # another name of the slot took 6 since
+        ],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # the hold the grant wrote stays
+            (("GET", F.lock), f"{TOKEN}|5|{WMETA}"),  # the hold the grant wrote stays
             (("PTTL", F.lock), Between(8000 - SLACK, 8000)),
-            (("GET", F.fence), "5"),
+            (("GET", F.fence), "6"),
             *absent(F.grant),
         ],
     ),
@@ -222,9 +253,9 @@ CASES = [
         FAIR,
         facq(),
         ["ok", 2, Between(5000 - SLACK, 5000)],
-        setup=[fheld(TOKEN), ("SET", F.fence, 2), *waiter(OTHER, waiter_ms=3000)],
+        setup=[fheld(TOKEN, fence=2), ("SET", F.fence, 2), *waiter(OTHER, waiter_ms=3000)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{META}"),
+            (("GET", F.lock), f"{TOKEN}|2|{META}"),
             (("GET", F.fence), "2"),
             (("LRANGE", F.queue, 0, -1), [OTHER]),
             *queue_ttl(3000 - SLACK, 3000),
@@ -316,7 +347,45 @@ CASES = [
         facq(waiter_ms=0),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[fheld(OTHER)],
-        after=[(("GET", F.lock), f"{OTHER}|{META}"), *absent(F.queue, F.leases, F.fence)],
+        after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.fence)],
+    ),
+    Case(
+        # The fast path peeks at the counters and writes nothing when its SET NX fails: an
+        # earlier version's holder keeps its token (the legacy counter) and no token burns.
+        "fair-acquire-single-try-on-an-earlier-versions-hold-writes-nothing",
+        "fair",
+        FAIR,
+        facq(waiter_ms=0),
+        ["busy", Between(5000 - SLACK, 5000)],
+        setup=[fheld(OTHER, fence=None), ("SET", F.legacy_fence, 9), ("SET", F.fence, 4)],
+        after=[
+            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.legacy_fence), "9"),
+            (("GET", F.fence), "4"),
+            *absent(F.queue, F.leases),
+        ],
+    ),
+    Case(
+        "fair-acquire-fast-path-takes-the-greater-counter",  # slot counter ahead of legacy
+        "fair",
+        FAIR,
+        facq(),
+        ["ok", 8, 10000],
+        setup=[("SET", F.legacy_fence, 3), ("SET", F.fence, 7)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|8|{META}"),
+            (("GET", F.fence), "8"),
+            *absent(F.legacy_fence, F.queue),
+        ],
+    ),
+    Case(
+        "fair-acquire-fast-path-foreign-counter",  # not an integer: refused, nothing written
+        "fair",
+        FAIR,
+        facq(),
+        Error("not an integer"),
+        setup=[("SET", F.fence, "x")],
+        after=[*absent(F.lock, F.queue), (("GET", F.fence), "x")],
     ),
     Case(
         "fair-release-taken",
@@ -326,7 +395,7 @@ CASES = [
         "taken",
         setup=[fheld(OTHER), *waiter(THIRD), ("SET", F.fence, 3)],
         after=[
-            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.lock), f"{OTHER}|1|{META}"),
             (("PTTL", F.lock), Between(5000 - SLACK, 5000)),
             (("GET", F.fence), "3"),
             (("LRANGE", F.queue, 0, -1), [THIRD]),
@@ -376,7 +445,7 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *not_queued(TOKEN),
             *queue_ttl(2000 - SLACK, 2000),  # now the latest waiter lease is THIRD's
-            (("GET", F.lock), f"{OTHER}|{META}"),
+            (("GET", F.lock), f"{OTHER}|1|{META}"),
         ],
     ),
     Case(
@@ -386,7 +455,7 @@ CASES = [
         fair_args("cancel"),
         ["left", 0],
         setup=[fheld(OTHER), *waiter(TOKEN)],
-        after=[(("GET", F.lock), f"{OTHER}|{META}"), *absent(F.queue, F.leases, F.info)],
+        after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.info)],
     ),
     Case(
         "fair-cancel-not-queued",
@@ -395,7 +464,7 @@ CASES = [
         fair_args("cancel"),
         ["left", 0],
         setup=[fheld(OTHER), *waiter(THIRD)],
-        after=[(("LRANGE", F.queue, 0, -1), [THIRD]), (("GET", F.lock), f"{OTHER}|{META}")],
+        after=[(("LRANGE", F.queue, 0, -1), [THIRD]), (("GET", F.lock), f"{OTHER}|1|{META}")],
     ),
     Case(
         "fair-cancel-granted",
@@ -404,8 +473,8 @@ CASES = [
         fair_args("cancel"),
         ["ok", 5, Between(8000 - SLACK, 8000)],
         setup=[
-            fheld(TOKEN, 8000, WMETA),
-            ("SET", F.fence, 5),
+            fheld(TOKEN, 8000, WMETA, fence=None),  # a hold of the earlier format
+            ("SET", F.legacy_fence, 5),
             *waiter(OTHER),
         ],
         after=[
@@ -461,7 +530,7 @@ CASES = [
         fair_args("steal"),
         Error("unknown fair op steal"),
         setup=[fheld(OTHER)],
-        after=[(("GET", F.lock), f"{OTHER}|{META}")],
+        after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
     ),
     Case(
         "fair-malformed-waiter-info-is-dropped",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from redislock._core.keys import LockKeys
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     M2,
@@ -18,6 +19,12 @@ from tests.scriptcases import (
     norm,
     run_case,
 )
+
+# Counters of one slot under other prefixes: distinct keys, the same slot.
+P2 = LockKeys.for_name("job", "a:").fence
+P3 = LockKeys.for_name("job", "b:").fence
+assert len({K.fence, M2.fence, M3.fence}) == 1
+assert len({K.fence, P2, P3}) == 3
 
 CASES = [
     # ---------------------------------------------------------------- fenced_write
@@ -85,15 +92,20 @@ CASES = [
     Case(
         "redlock-fence-never-lowers",
         "redlock_fence",
-        (K.fence, M2.fence, M3.fence),
+        (K.fence, P2, P3),
         (4, 9, 2),
         3,
-        setup=[("SET", K.fence, 10), ("SET", M3.fence, 2)],
-        after=[
-            (("GET", K.fence), "10"),
-            (("GET", M2.fence), "9"),
-            (("GET", M3.fence), "2"),
-        ],
+        setup=[("SET", K.fence, 10), ("SET", P3, 2)],
+        after=[(("GET", K.fence), "10"), (("GET", P2), "9"), (("GET", P3), "2")],
+    ),
+    Case(
+        "redlock-fence-names-of-one-slot-share-a-counter",
+        "redlock_fence",
+        (K.fence, M2.fence, M3.fence),  # one key: the names' slot counter
+        (7, 12, 9),
+        3,
+        setup=[("SET", K.fence, 10)],
+        after=[(("GET", K.fence), "12")],  # raised to the greatest of their tokens
     ),
 ]
 

@@ -29,7 +29,7 @@ from tests.scriptcases import (
     waiting,
 )
 
-INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases)
+INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, K.legacy_fence)
 
 CASES = [
     # inspect.lua: reads every key of a name, writes nothing (the after checks and the
@@ -39,7 +39,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK)],
+        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None],
     ),
     Case(
         "inspect-lock-with-waiter-marker",
@@ -48,7 +48,7 @@ CASES = [
         (),
         [
             "string",
-            f"{TOKEN}|{META}",
+            f"{TOKEN}|1|{META}",
             [],
             Between(5000 - SLACK, 5000),
             "3",
@@ -58,17 +58,40 @@ CASES = [
             [],
             [],
             Clock(0, SLACK),
+            None,
         ],
         setup=[held(), ("SET", K.fence, 3), marker(K.wait)],
-        after=[(("GET", K.lock), f"{TOKEN}|{META}"), (("GET", K.fence), "3")],
+        after=[(("GET", K.lock), f"{TOKEN}|1|{META}"), (("GET", K.fence), "3")],
     ),
     Case(
         "inspect-lock-without-ttl",
         "inspect",
         INSPECT,
         (),
-        ["string", f"{TOKEN}|{META}", [], -1, None, 0, 0, None, [], [], Clock(0, SLACK)],
+        ["string", f"{TOKEN}|1|{META}", [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None],
         setup=[held(px=None)],
+    ),
+    Case(
+        "inspect-lock-of-the-earlier-format-with-its-legacy-counter",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "string",
+            f"{TOKEN}|{META}",
+            [],
+            Between(5000 - SLACK, 5000),
+            "3",
+            0,
+            0,
+            None,
+            [],
+            [],
+            Clock(0, SLACK),
+            "12",
+        ],
+        setup=[held(fence=None), ("SET", K.fence, 3), ("SET", K.legacy_fence, 12)],
+        after=[(("GET", K.legacy_fence), "12")],  # read only: moved by the next acquisition
     ),
     Case(
         "inspect-holds-waiters-and-permits",
@@ -87,6 +110,7 @@ CASES = [
             [],
             [],
             Clock(0, SLACK),
+            None,
         ],
         setup=[
             hold(TOKEN, "r"),
@@ -106,7 +130,7 @@ CASES = [
         (),
         [
             "string",
-            f"{TOKEN}|{META}",
+            f"{TOKEN}|1|{META}",
             [],
             Between(5000 - SLACK, 5000),
             "7",
@@ -116,6 +140,7 @@ CASES = [
             [OTHER, THIRD],
             [THIRD, Clock(-5, -5), OTHER, Clock(1000, 1000)],
             Clock(0, SLACK),
+            None,
         ],
         setup=[
             held(),
@@ -130,7 +155,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK)],
+        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None],
         setup=[("RPUSH", K.lock, "x")],
         after=[(("LRANGE", K.lock, 0, -1), ["x"])],
     ),

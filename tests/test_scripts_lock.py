@@ -52,12 +52,34 @@ CASES = [
         (TOKEN, 10000, META, 0),
         ["ok", 1],
         after=[
-            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("GET", K.lock), f"{TOKEN}|1|{META}"),  # the holder's token is in its value
             (("PTTL", K.lock), Between(9000, 10000)),
             (("GET", K.fence), "1"),
             (("PTTL", K.fence), -1),  # the fence counter never expires
             (("EXISTS", K.wait), GONE),
         ],
+    ),
+    Case(
+        "acquire-moves-the-legacy-counter-into-the-slot-counter",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["ok", 1001],
+        setup=[("SET", K.legacy_fence, 1000), ("SET", K.fence, 7)],
+        after=[
+            (("GET", K.lock), f"{TOKEN}|1001|{META}"),
+            (("GET", K.fence), "1001"),
+            (("EXISTS", K.legacy_fence), GONE),  # the name keeps no key of its own
+        ],
+    ),
+    Case(
+        "acquire-keeps-a-greater-slot-counter-over-the-legacy-one",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["ok", 51],
+        setup=[("SET", K.legacy_fence, 10), ("SET", K.fence, 50)],
+        after=[(("GET", K.fence), "51"), (("EXISTS", K.legacy_fence), GONE)],
     ),
     Case(
         "acquire-free-continues-the-fence",
@@ -67,7 +89,7 @@ CASES = [
         ["ok", 42],
         setup=[("SET", K.fence, 41)],
         after=[
-            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("GET", K.lock), f"{TOKEN}|42|{META}"),
             (("EXISTS", K.wait), GONE),  # acquiring never leaves a waiters marker
         ],
     ),
@@ -77,10 +99,11 @@ CASES = [
         ACQ,
         (TOKEN, 10000, META, 0),
         ["busy", Between(4000, 5000)],
-        setup=[held(OTHER), ("SET", K.fence, 7)],
+        setup=[held(OTHER), ("SET", K.fence, 7), ("SET", K.legacy_fence, 3)],
         after=[
-            (("GET", K.lock), f"{OTHER}|{META}"),
+            (("GET", K.lock), f"{OTHER}|1|{META}"),
             (("GET", K.fence), "7"),  # no fencing token burnt on failure
+            (("GET", K.legacy_fence), "3"),  # nor the legacy counter moved
             (("EXISTS", K.wait), GONE),
         ],
     ),
@@ -103,11 +126,24 @@ CASES = [
         ACQ,
         (TOKEN, 10000, META, 0),
         ["ok", 5],
-        setup=[held(px=2000), ("SET", K.fence, 5)],
+        setup=[held(px=2000, fence=5), ("SET", K.fence, 9)],  # other names of the slot: 6..9
+        after=[
+            (("GET", K.lock), f"{TOKEN}|5|{META}"),
+            (("PTTL", K.lock), Between(9000, 10000)),  # the lease runs from the retry
+            (("GET", K.fence), "9"),
+        ],
+    ),
+    Case(
+        "acquire-sent-again-to-a-hold-of-the-earlier-format-answers-the-legacy-counter",
+        "lock_acquire",
+        ACQ,
+        (TOKEN, 10000, META, 0),
+        ["ok", 5],
+        setup=[held(px=2000, fence=None), ("SET", K.legacy_fence, 5), ("SET", K.fence, 9)],
         after=[
             (("GET", K.lock), f"{TOKEN}|{META}"),
-            (("PTTL", K.lock), Between(9000, 10000)),  # the lease runs from the retry
-            (("GET", K.fence), "5"),
+            (("GET", K.legacy_fence), "5"),
+            (("GET", K.fence), "9"),
         ],
     ),
     Case(
@@ -151,7 +187,7 @@ CASES = [
         "ok",
         setup=[held(OTHER), ("SET", K.done, TOKEN, "PX", 50000), ("SET", K.wait, "1", "PX", 5000)],
         after=[
-            (("GET", K.lock), f"{OTHER}|{META}"),  # the new holder's key is untouched
+            (("GET", K.lock), f"{OTHER}|1|{META}"),  # the new holder's key is untouched
             (("PTTL", K.lock), Between(4000, 5000)),
             (("EXISTS", K.wake), GONE),
         ],
@@ -211,7 +247,7 @@ CASES = [
         "taken",
         setup=[held(OTHER), ("SET", K.wait, "1", "PX", 5000)],
         after=[
-            (("GET", K.lock), f"{OTHER}|{META}"),
+            (("GET", K.lock), f"{OTHER}|1|{META}"),
             (("PTTL", K.lock), Between(4000, 5000)),
             (("EXISTS", K.wake), GONE),
         ],
@@ -233,7 +269,7 @@ CASES = [
         (TOKEN, 3000, "add"),
         ["ok", Between(7000, 8000)],
         setup=[held()],
-        after=[(("PTTL", K.lock), Between(7000, 8000)), (("GET", K.lock), f"{TOKEN}|{META}")],
+        after=[(("PTTL", K.lock), Between(7000, 8000)), (("GET", K.lock), f"{TOKEN}|1|{META}")],
     ),
     Case(
         "extend-add-remembers-its-op-id",
@@ -349,7 +385,7 @@ CASES = [
             setup=[held(OTHER)],
             after=[
                 (("PTTL", K.lock), Between(4000, 5000)),
-                (("GET", K.lock), f"{OTHER}|{META}"),
+                (("GET", K.lock), f"{OTHER}|1|{META}"),
             ],
         )
         for mode in ("add", "set", "max")
@@ -358,17 +394,26 @@ CASES = [
     Case(
         "status-ok",
         "lock_status",
-        (K.lock, K.fence),
+        (K.lock, K.legacy_fence),
         (TOKEN,),
         ["ok", Between(4000, 5000), 17],
-        setup=[held(), ("SET", K.fence, 17)],
+        setup=[held(fence=17), ("SET", K.fence, 20)],  # the holder's token, not the counter
+        after=[(("GET", K.lock), f"{TOKEN}|17|{META}")],
+    ),
+    Case(
+        "status-ok-earlier-format",
+        "lock_status",
+        (K.lock, K.legacy_fence),
+        (TOKEN,),
+        ["ok", Between(4000, 5000), 17],
+        setup=[held(fence=None), ("SET", K.legacy_fence, 17)],
         after=[(("GET", K.lock), f"{TOKEN}|{META}")],
     ),
-    Case("status-gone", "lock_status", (K.lock, K.fence), (TOKEN,), ["gone", 0, 0]),
+    Case("status-gone", "lock_status", (K.lock, K.legacy_fence), (TOKEN,), ["gone", 0, 0]),
     Case(
         "status-taken",
         "lock_status",
-        (K.lock, K.fence),
+        (K.lock, K.legacy_fence),
         (TOKEN,),
         ["taken", 0, 0],
         setup=[held(OTHER)],
@@ -376,7 +421,7 @@ CASES = [
     Case(
         "status-token-prefix-is-not-ownership",
         "lock_status",
-        (K.lock, K.fence),
+        (K.lock, K.legacy_fence),
         (TOKEN[:-1],),
         ["taken", 0, 0],
         setup=[held()],
@@ -413,6 +458,7 @@ CASES = [
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
     ),
     # ---------------------------------------------------------------- lock_renew
+    # K holds a value with the holder's token in it, K2 one of the earlier format: both renew.
     Case(
         "renew-many-as-extend-max",
         "lock_renew",
@@ -435,7 +481,7 @@ CASES = [
         setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
         after=[
             (("PTTL", K.lock), Between(4000, 5000)),
-            (("GET", K.lock), f"{TOKEN}|{META}"),
+            (("GET", K.lock), f"{TOKEN}|1|{META}"),
             (("PTTL", K2.lock), Between(8500, 9000)),
         ],
     ),
@@ -450,9 +496,8 @@ def test_script_behaviour(r: redis.Redis, case: Case) -> None:
 def test_evalsha_runs_the_loaded_script(r: redis.Redis) -> None:
     script = SCRIPTS["lock_status"]
     r.script_load(script.source)
-    command(r, *held())
-    command(r, "SET", K.fence, 3)
-    reply = norm(r.evalsha(script.sha, 2, K.lock, K.fence, TOKEN))
+    command(r, *held(fence=3))
+    reply = norm(r.evalsha(script.sha, 2, K.lock, K.legacy_fence, TOKEN))
     assert reply == ["ok", Between(4000, 5000), 3]
 
 
@@ -461,7 +506,7 @@ def test_acquire_release_cycle_issues_increasing_fences(r: redis.Redis) -> None:
     acquire, release = SCRIPTS["lock_acquire"], SCRIPTS["lock_release"]
     fences = []
     for token in (TOKEN, OTHER, TOKEN):
-        status, fence = norm(r.eval(acquire.source, 3, *ACQ, token, 10000, META, 0))
+        status, fence = norm(r.eval(acquire.source, len(ACQ), *ACQ, token, 10000, META, 0))
         assert status == "ok"
         fences.append(fence)
         assert norm(r.eval(release.source, 4, *REL, token, 2000, DONE_MS)) == "ok"

@@ -48,16 +48,30 @@ CASES = [
         "multi",
         MACQ,
         macq(),
-        ["ok", 42, 1],
+        ["ok", 42, 43],  # one slot, one counter: each name gets the next token
         setup=[("SET", M1.fence, 41)],
         after=[
-            (("GET", M1.lock), f"{TOKEN}|{META}"),  # exactly Lock's value and TTL
+            (("GET", M1.lock), f"{TOKEN}|42|{META}"),  # exactly Lock's value and TTL
             (("PTTL", M1.lock), Between(9000, 10000)),
-            (("GET", M2.lock), f"{TOKEN}|{META}"),
+            (("GET", M2.lock), f"{TOKEN}|43|{META}"),
             (("PTTL", M2.lock), Between(9000, 10000)),
-            (("GET", M2.fence), "1"),
+            (("GET", M2.fence), "43"),
             (("PTTL", M2.fence), -1),  # fence counters never expire
             *absent(M1.wait, M2.wait),
+        ],
+    ),
+    Case(
+        "multi-acquire-moves-each-legacy-counter-in",
+        "multi",
+        MACQ,
+        macq(),
+        ["ok", 1001, 1002],
+        setup=[("SET", M1.legacy_fence, 1000), ("SET", M2.legacy_fence, 7), ("SET", M1.fence, 5)],
+        after=[
+            (("GET", M1.lock), f"{TOKEN}|1001|{META}"),
+            (("GET", M2.lock), f"{TOKEN}|1002|{META}"),
+            (("GET", M1.fence), "1002"),
+            *absent(M1.legacy_fence, M2.legacy_fence),
         ],
     ),
     Case(
@@ -66,11 +80,12 @@ CASES = [
         MACQ,
         macq(marker_ms=0),
         ["busy", Between(4000, 5000), 2],
-        setup=[("SET", M2.lock, f"{OTHER}|{META}", "PX", 5000), ("SET", M1.fence, 7)],
+        setup=[mheld(M2, OTHER), ("SET", M1.fence, 7), ("SET", M1.legacy_fence, 3)],
         after=[
-            (("GET", M2.lock), f"{OTHER}|{META}"),
+            (("GET", M2.lock), f"{OTHER}|1|{META}"),
             (("GET", M1.fence), "7"),  # no fencing token burnt
-            *absent(M1.lock, M2.fence, M1.wait, M2.wait),
+            (("GET", M1.legacy_fence), "3"),  # nor the legacy counter moved
+            *absent(M1.lock, M1.wait, M2.wait),
         ],
     ),
     Case(
@@ -79,11 +94,11 @@ CASES = [
         MACQ,
         macq(marker_ms=1500),
         ["busy", Between(4000, 5000), 2],
-        setup=[("SET", M2.lock, f"{OTHER}|{META}", "PX", 5000)],
+        setup=[mheld(M2, OTHER)],
         after=[
             (("GET", M2.wait), "1"),
             (("PTTL", M2.wait), Between(1000, 1500)),
-            *absent(M1.lock, M1.fence, M1.wait, M2.fence),
+            *absent(M1.lock, M1.fence, M1.wait),
         ],
     ),
     Case(
@@ -91,9 +106,9 @@ CASES = [
         "multi",
         MACQ,
         macq(),
-        ["ok", 3, 1],
-        setup=[("SET", M1.lock, f"{TOKEN}|{META}", "PX", 5000), ("SET", M1.fence, 3)],
-        after=[(("GET", M1.fence), "3"), (("GET", M2.lock), f"{TOKEN}|{META}")],
+        ["ok", 3, 10],
+        setup=[mheld(M1, fence=3), ("SET", M1.fence, 9)],
+        after=[(("GET", M1.fence), "10"), (("GET", M2.lock), f"{TOKEN}|10|{META}")],
     ),
     Case(
         "multi-acquire-sent-again-renews-the-ttl",
@@ -102,15 +117,16 @@ CASES = [
         macq(),
         ["ok", 3, 4],
         setup=[
-            ("SET", M1.lock, f"{TOKEN}|{META}", "PX", 2000),
-            ("SET", M2.lock, f"{TOKEN}|{META}", "PX", 2000),
-            ("SET", M1.fence, 3),
-            ("SET", M2.fence, 4),
+            mheld(M1, px=2000, fence=3),
+            mheld(M2, px=2000, fence=None),  # a value of the earlier format
+            ("SET", M2.legacy_fence, 4),
+            ("SET", M1.fence, 8),
         ],
         after=[
             (("PTTL", M1.lock), Between(9000, 10000)),  # the lease runs from the retry
             (("PTTL", M2.lock), Between(9000, 10000)),
-            (("GET", M2.fence), "4"),
+            (("GET", M1.fence), "8"),
+            (("GET", M2.legacy_fence), "4"),
         ],
     ),
     Case(
@@ -120,7 +136,7 @@ CASES = [
         macq(marker_ms=0),
         ["busy", -1, 2],
         setup=[("SET", M2.lock, "not ours")],
-        after=[(("GET", M2.lock), "not ours"), *absent(M1.lock, M1.fence, M2.fence)],
+        after=[(("GET", M2.lock), "not ours"), *absent(M1.lock, M1.fence)],
     ),
     Case(
         "multi-acquire-other-kind-is-wrongtype",
@@ -129,7 +145,7 @@ CASES = [
         macq(),
         Error(f"wrong kind of value (redislock key: {M2.lock})"),  # names the key
         setup=[("HSET", M2.lock, OTHER, "w|1|0|1|x")],
-        after=absent(M1.lock, M1.fence, M2.fence),
+        after=absent(M1.lock, M1.fence),
     ),
     # ---------------------------------------------------------------- multi: release
     Case(
@@ -174,7 +190,7 @@ CASES = [
         multi_args("release"),
         ["taken", 1, 2],
         setup=[mheld(M2, OTHER), ("SET", M1.done, f"{TOKEN}|rel|taken|1|2", "PX", 50000)],
-        after=[(("GET", M2.lock), f"{OTHER}|{META}"), *absent(M1.lock, M1.wake, M2.wake)],
+        after=[(("GET", M2.lock), f"{OTHER}|1|{META}"), *absent(M1.lock, M1.wake, M2.wake)],
     ),
     Case(
         "multi-release-sent-again-after-another-took-a-name-answers-ok",
@@ -183,7 +199,7 @@ CASES = [
         multi_args("release"),
         ["ok", 2, 0],
         setup=[mheld(M1, OTHER), ("SET", M2.done, f"{TOKEN}|rel|ok|2|0", "PX", 50000)],
-        after=[(("GET", M1.lock), f"{OTHER}|{META}")],
+        after=[(("GET", M1.lock), f"{OTHER}|1|{META}")],
     ),
     Case(
         "multi-release-another-tokens-memo-is-gone",
@@ -201,7 +217,7 @@ CASES = [
         ["taken", 1, 2],
         setup=[mheld(M1), mheld(M2, OTHER), marker(M1.wait), marker(M2.wait)],
         after=[
-            (("GET", M2.lock), f"{OTHER}|{META}"),
+            (("GET", M2.lock), f"{OTHER}|1|{META}"),
             *absent(M1.lock, M2.wake),
             *woken(M1.wake),
         ],
@@ -310,7 +326,7 @@ CASES = [
         multi_args("steal"),
         Error("unknown multi op steal"),
         setup=[mheld(M1, OTHER)],
-        after=[(("GET", M1.lock), f"{OTHER}|{META}")],
+        after=[(("GET", M1.lock), f"{OTHER}|1|{META}")],
     ),
 ]
 

@@ -137,6 +137,7 @@ def test_keys_without_ttl(redis_server: RedisProcess, client: redis.Redis) -> No
     client.set("redislock:{t}", "x")  # a lock key without TTL
     client.hset("redislock:{h}", "f", "v")
     client.set("redislock:{t}:fence", 7)  # fencing counters and permit counts never expire
+    client.set("redislock:{0}:slotfence", 7)
     client.set("redislock:{s}:permits", 3)
     client.set("redislock:{ok}", "y", px=10_000)
     client.set("other:{t}", "z")  # outside the prefix

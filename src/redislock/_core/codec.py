@@ -4,9 +4,12 @@
 Python writes only the holder metadata; the Lua scripts put it into the stored values::
 
     holder metadata   "<host>|<pid>|<acquired_unix_ms>"         (ARGV "meta" of every script)
-    lock value        "<token>|<host>|<pid>|<acquired_unix_ms>"
+    lock value        "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       the string at ``P{N}`` of a Lock, a FairLock or a MultiLock name
-                      (lock_acquire.lua, fair.lua, multi.lua)
+                      (lock_acquire.lua, fair.lua, multi.lua); ``<fence>`` is the holder's
+                      fencing token. Earlier versions wrote "<token>|<host>|<pid>|
+                      <acquired_unix_ms>" (no fence; the token was the per-name counter's
+                      value), which is still decoded.
     hold value        "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       one field of the hash at ``P{N}`` per hold (RLock, ReadWriteLock,
                       Semaphore; the field is the owner token; see hold.lua)
@@ -81,9 +84,10 @@ def holder_meta() -> str:
     return _meta_prefix[1] + str(int(time.time() * 1000))
 
 
-def encode_lock_value(token: str, meta: str) -> str:
-    """The string a Lock key holds (as the scripts write it): ``"<token>|<meta>"``."""
-    return f"{token}|{meta}"
+def encode_lock_value(token: str, meta: str, fence: int | None = None) -> str:
+    """The string a Lock key holds (as the scripts write it): ``"<token>|<fence>|<meta>"``,
+    or with ``fence`` None the earlier versions' ``"<token>|<meta>"``."""
+    return f"{token}|{meta}" if fence is None else f"{token}|{fence}|{meta}"
 
 
 def encode_hold_value(mode: str, count: int, expires_ms: int, fence: int, meta: str) -> str:
@@ -101,6 +105,9 @@ class StoredLock:
     pid: int
     acquired_ms: int
     """The holder's clock at the acquisition, Unix time in milliseconds."""
+    fence: int | None = None
+    """The holder's fencing token; None for a value written by an earlier version (its
+    token is the name's legacy counter ``P{N}:fence``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +136,19 @@ def _split(value: object, parts: int) -> list[str] | None:
 
 
 def decode_lock_value(value: object) -> StoredLock | None:
-    """Decode a lock value (``bytes`` or ``str``); None if it is not one (malformed, or not
-    a string at all)."""
-    fields = _split(value, 4)
-    if fields is None:
-        return None
-    token, host, pid, acquired = fields
+    """Decode a lock value (``bytes`` or ``str``, either format); None if it is not one
+    (malformed, or not a string at all)."""
+    fields = _split(value, 5)
     try:
+        if fields is not None:
+            token, fence, host, pid, acquired = fields
+            if not fence.isdigit():  # same check as the scripts' "%d+"
+                return None
+            return StoredLock(token, host, int(pid), int(acquired), int(fence))
+        fields = _split(value, 4)
+        if fields is None:
+            return None
+        token, host, pid, acquired = fields
         return StoredLock(token, host, int(pid), int(acquired))
     except ValueError:
         return None
@@ -179,7 +192,7 @@ class HolderInfo:
 
     @classmethod
     def parse(cls, value: object) -> HolderInfo | None:
-        """Decode ``"<token>|<host>|<pid>|<acquired_unix_ms>"``; None if malformed."""
+        """Decode a lock value (:func:`decode_lock_value`); None if malformed."""
         stored = decode_lock_value(value)
         if stored is None:
             return None

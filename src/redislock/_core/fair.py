@@ -30,7 +30,7 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_NO_KEYS: Final = FairKeys("", "", "", "", "", "")
+_NO_KEYS: Final = FairKeys("", "", "", "", "", "", "")
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
@@ -72,7 +72,7 @@ class FairCore(LockCore):
         """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
         k = self.fkeys
         args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant)
-        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
+        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence), args)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
@@ -89,6 +89,10 @@ class FairCore(LockCore):
         waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
         so the lock is this waiter's until its lease, counted from the try, ends. (An older
         grant, seen late, may be of a hold that ended before that try: the try said busy.)
+        The counter is the name's hash slot's, shared with the other names of the slot, so
+        it also rises between grants of this name; that does not weaken the check: a grant
+        to this waiter issued after the try takes its token from the same counter with INCR,
+        so its fence is above every value the counter had before, the one the try saw too.
 
         With ``replicas=k`` (or a tracked master) the first try goes out with WAIT (a lock
         it takes is confirmed by it); every other grant is confirmed by one more round

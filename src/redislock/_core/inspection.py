@@ -62,7 +62,8 @@ class HoldInfo:
         host: host name of the holder (as the holder's process saw it).
         pid: process id of the holder.
         hold_count: re-entries counted (RLock, ReadWriteLock); 1 for the other kinds.
-        fencing_token: the hold's fencing token (a Lock holder's is the fencing counter).
+        fencing_token: the hold's fencing token (stored with the hold; a Lock hold taken by
+            an earlier version stores none: its token is the name's legacy counter).
         lease_remaining: seconds left on the hold's lease, by the server's clock; None for a
             Lock key without a TTL (not written by redislock, or PERSISTed).
         acquired_at: Unix time of the acquisition, in seconds, by the holder's clock.
@@ -123,8 +124,10 @@ class LockInfo:
         held: whether anybody holds it: the lock key exists (Lock, FairLock), or a live
             hold does (RLock, ReadWriteLock, Semaphore); a foreign key counts as held.
         ttl: seconds left on the lock key's TTL; None when the key is absent or has none.
-        fencing_counter: the name's fencing counter (0 if never acquired); while a Lock or
-            FairLock is held it equals the holder's fencing token.
+        fencing_counter: the counter the name's next fencing token comes from: its hash
+            slot's counter, shared with the other names of that slot (0 if none of them was
+            ever acquired), or the name's own counter of an earlier version if that is
+            greater. The next token of the name is greater than this.
         holders: the live holds: writers, then readers, then permits, each by fencing
             token; one ``"holder"`` for a held Lock or FairLock; empty when free, or when
             the value was not written by redislock.
@@ -167,10 +170,19 @@ def _inspect(name: str, keys: LockKeys) -> Flow[LockInfo]:
     hkeys, fkeys = HoldKeys.of(keys.lock), FairKeys.of(keys.lock)
     reply = yield Eval(
         _INSPECT,
-        (keys.lock, keys.fence, keys.wait, hkeys.rwait, hkeys.permits, fkeys.queue, fkeys.leases),
+        (
+            keys.lock,
+            keys.fence,
+            keys.wait,
+            hkeys.rwait,
+            hkeys.permits,
+            fkeys.queue,
+            fkeys.leases,
+            keys.legacy_fence,
+        ),
         (),
     )
-    if not isinstance(reply, list) or len(reply) != 11:
+    if not isinstance(reply, list) or len(reply) != 12:
         raise UnexpectedReplyError(f"inspect replied {reply!r}")
     return decode_reply(name, keys.lock, reply)
 
@@ -182,7 +194,21 @@ def _absent(value: object) -> bool:
 
 def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
     """The :class:`LockInfo` of ``scripts/inspect.lua``'s reply (either decode setting)."""
-    key_type_raw, value, fields, pttl, fence, waiting, rwaiting, permits, queue, leases, now = reply
+    (
+        key_type_raw,
+        value,
+        fields,
+        pttl,
+        fence,
+        waiting,
+        rwaiting,
+        permits,
+        queue,
+        leases,
+        now,
+        old,
+    ) = reply
+    legacy = 0 if _absent(old) else as_int(old)
     key_type = as_str(key_type_raw)
     now_ms = as_int(now)
     exists = key_type != "none"
@@ -192,7 +218,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         "key": key,
         "key_type": key_type,
         "ttl": pttl_ms / 1000.0 if exists and pttl_ms >= 0 else None,
-        "fencing_counter": 0 if _absent(fence) else as_int(fence),
+        "fencing_counter": max(0 if _absent(fence) else as_int(fence), legacy),
         "waiting": bool(as_int(waiting)),
         "readers_waiting": bool(as_int(rwaiting)),
     }
@@ -222,7 +248,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
             host=stored.host,
             pid=stored.pid,
             hold_count=1,
-            fencing_token=base["fencing_counter"],
+            fencing_token=legacy if stored.fence is None else stored.fence,
             lease_remaining=base["ttl"],
             acquired_at=stored.acquired_ms / 1000.0,
             token_tag=token_tag(stored.token),

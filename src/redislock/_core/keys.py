@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""Key naming. Every key of one lock shares one hash tag, so one script can touch them all
-even in Redis Cluster.
+"""Key naming. Every key of one lock is in one hash slot (all but the fencing counter share
+one hash tag), so one script can touch them all even in Redis Cluster.
 
 For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
 
-    P{N}          the lock: string "<token>|<host>|<pid>|<acquired_unix_ms>" with a PX TTL
-    P{N}:fence    fencing counter, INCR on every acquisition, never expires; while the lock
-                  is held it equals the holder's fencing token
+    P{N}          the lock: string "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>" with a PX
+                  TTL (``<fence>`` is the holder's fencing token; values written by earlier
+                  versions, "<token>|<host>|<pid>|<acquired_unix_ms>", are still read)
+    P{T}:slotfence  the fencing counter of N's hash slot (see below), INCR on every
+                  acquisition of every name of that slot, never expires
+    P{N}:fence    legacy: the per-name counter of earlier versions; the first script that
+                  issues a token to N moves it into the slot counter and deletes it
     P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
                   marker exists; each process's waiters listen on one shared subscription
@@ -17,38 +21,114 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
 add ``P{N}:rwait`` / ``P{N}:rwake`` (readers; ``rwake`` a channel too) and ``P{N}:permits``
-(a run-time permit count). Lock and FairLock (:class:`FairKeys`) queue their waiters in
-``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo``, and a release grants the lock to the head
-waiter with the message ``<tag>|<fence>`` on the channel ``P{N}:grant`` (tag: the first 20
-hex digits of the sha1 of its token; see ``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake``
-are then MultiLock's. The scripts declare the wake channels among their KEYS (same hash
-tag), but never write them as keys.
+(a run-time permit count). Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the
+fencing keys and queue their waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo``,
+and a release grants the lock to the head waiter with the message ``<tag>|<fence>`` on the
+channel ``P{N}:grant`` (tag: the first 20 hex digits of the sha1 of its token; see
+``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake`` are then MultiLock's. The scripts
+declare the wake channels among their KEYS (same hash tag), but never write them as keys.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
-the text between the ``{`` after the prefix and the first ``}`` after it: the same for all.
+the text between the ``{`` after the prefix and the first ``}`` after it: the same for all
+but the slot counter, whose tag differs and whose slot is the same.
+
+Fencing counters are per hash slot, not per name, so a name leaves nothing behind once its
+last lease (and the TTL of its ``:done``/``:wait``/``:wake`` keys) has ended: at most 16,384
+counters in all. The counter of a name whose lock key is in slot ``S`` (CRC16 of the hash
+tag, mod 16,384, as Redis Cluster computes it) is ``P{T}:slotfence``, where ``T`` =
+:func:`slot_tag` ``(S)`` is a short string of ``[0-9a-z]`` whose own slot is ``S``: the
+counter lives in the name's slot, so one script on one Cluster node reaches both. Its token
+still strictly increases per name, since every token of the name comes from that one counter.
+``:slotfence`` is no lock's suffix and no suffix ends it, so the counter is nobody's lock or
+sub-key, also not the sub-key of a lock named ``T``.
 """
 
 from __future__ import annotations
 
+import binascii
+import functools
 import hashlib
-from typing import NamedTuple
+import itertools
+from typing import Final, NamedTuple
 
-__all__ = ["DEFAULT_PREFIX", "GRANT_SUFFIX", "FairKeys", "HoldKeys", "LockKeys"]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "FENCE_SUFFIX",
+    "GRANT_SUFFIX",
+    "FairKeys",
+    "HoldKeys",
+    "LockKeys",
+    "fence_key",
+    "key_slot",
+    "slot_tag",
+]
 
 DEFAULT_PREFIX = "redislock:"
 GRANT_SUFFIX = ":grant"
 """A name's grant channel is ``<lock key>:grant`` (:attr:`FairKeys.grant`)."""
 
+SLOTS: Final = 16384
+"""Hash slots of Redis Cluster (and of the fencing counters, on any server)."""
+
+FENCE_SUFFIX: Final = ":slotfence"
+"""The suffix of a slot's fencing counter key ``<prefix>{<slot tag>}:slotfence``."""
+
+TAG_ALPHABET: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
+"""The characters of slot tags, in the order :func:`slot_tags` enumerates them."""
+
+
+def key_slot(key: str) -> int:
+    """The hash slot of ``key`` (UTF-8), as Redis Cluster computes it: CRC16 (XMODEM) of
+    the hash tag (the text between the first ``{`` and the first ``}`` after it, if not
+    empty; else the whole key), modulo 16,384."""
+    raw = key.encode()
+    start = raw.find(b"{")
+    if start >= 0:
+        end = raw.find(b"}", start + 1)
+        if end > start + 1:
+            raw = raw[start + 1 : end]
+    return binascii.crc_hqx(raw, 0) % SLOTS
+
+
+@functools.cache
+def slot_tags() -> tuple[str, ...]:
+    """Each hash slot's tag: the first string with that slot in the order of length, then
+    :data:`TAG_ALPHABET` order ("0" ... "z", "00" ... "zz", "000" ...; the longest is 4
+    characters). Built once per process (about 60,000 CRCs). This is wire format: every
+    client must compute the same tags, so the order never changes."""
+    tags: dict[int, str] = {}
+    for length in itertools.count(1):
+        for chars in itertools.product(TAG_ALPHABET, repeat=length):
+            tag = "".join(chars)
+            tags.setdefault(binascii.crc_hqx(tag.encode(), 0) % SLOTS, tag)
+            if len(tags) == SLOTS:
+                return tuple(tags[slot] for slot in range(SLOTS))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def slot_tag(slot: int) -> str:
+    """The hash tag of slot ``slot``'s fencing counter (see :func:`slot_tags`)."""
+    return slot_tags()[slot]
+
+
+def fence_key(lock_key: str) -> str:
+    """The fencing counter key of the lock key ``lock_key`` (``<prefix>{<name>}``): its
+    hash slot's counter ``<prefix>{<slot tag>}:slotfence``, in the same slot."""
+    prefix = lock_key[: lock_key.index("{")]  # a prefix has no "{" (validate.check_prefix)
+    return f"{prefix}{{{slot_tag(key_slot(lock_key))}}}{FENCE_SUFFIX}"
+
 
 class LockKeys(NamedTuple):
-    """The Redis keys of one lock."""
+    """The Redis keys of one lock. ``fence`` is the slot's fencing counter, shared with the
+    other names of the slot; ``legacy_fence`` the per-name counter of earlier versions."""
 
     lock: str
     fence: str
     wait: str
     wake: str
     done: str
+    legacy_fence: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
@@ -56,10 +136,11 @@ class LockKeys(NamedTuple):
         base = f"{prefix}{{{name}}}"
         return cls(
             lock=base,
-            fence=base + ":fence",
+            fence=fence_key(base),
             wait=base + ":wait",
             wake=base + ":wake",
             done=base + ":done",
+            legacy_fence=base + ":fence",
         )
 
     @staticmethod
@@ -79,6 +160,7 @@ _HOLD_ROLES = {
     "s": "rwake",
     "p": "permits",
     "d": "released",
+    "l": "legacy_fence",
     "x": "expiry",
 }
 """hold.lua's key role letters (its ARGV[13]) and the :class:`HoldKeys` field each names."""
@@ -99,6 +181,7 @@ class HoldKeys(NamedTuple):
     rwake: str
     permits: str
     released: str
+    legacy_fence: str
     expiry: str
     """The expiry index: a sorted set, owner token -> the end of its lease (hold.lua)."""
 
@@ -112,13 +195,14 @@ class HoldKeys(NamedTuple):
         """Keys whose hash is ``base`` (a lock key ``<prefix>{<name>}``)."""
         return cls(
             lock=base,
-            fence=base + ":fence",
+            fence=fence_key(base),
             wait=base + ":wait",
             wake=base + ":wake",
             rwait=base + ":rwait",
             rwake=base + ":rwake",
             permits=base + ":permits",
             released=base + ":released",
+            legacy_fence=base + ":fence",
             expiry=base + ":expiry",
         )
 
@@ -137,6 +221,7 @@ class FairKeys(NamedTuple):
     leases: str
     info: str
     grant: str
+    legacy_fence: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> FairKeys:
@@ -148,11 +233,12 @@ class FairKeys(NamedTuple):
         """Keys whose lock key is ``base`` (``<prefix>{<name>}``)."""
         return cls(
             lock=base,
-            fence=base + ":fence",
+            fence=fence_key(base),
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",
             grant=base + GRANT_SUFFIX,
+            legacy_fence=base + ":fence",
         )
 
     @staticmethod

@@ -35,7 +35,7 @@ from typing import Any, Final, NamedTuple
 from redis.crc import key_slot
 
 from redislock._core import validate
-from redislock._core.keys import DEFAULT_PREFIX, GRANT_SUFFIX, FairKeys, LockKeys
+from redislock._core.keys import DEFAULT_PREFIX, GRANT_SUFFIX, FairKeys, LockKeys, fence_key
 from redislock._core.lock import (
     DONE_MS,
     Holding,
@@ -207,7 +207,11 @@ class MultiCore(LockCore):
         op_id: str = ""
         done_ms: int | str = ""
         if op == "acquire":
-            keys = tuple(k for lock in locks for k in (lock, lock + ":fence", lock + ":wait"))
+            keys = tuple(
+                k
+                for lock in locks
+                for k in (lock, fence_key(lock), lock + ":wait", lock + ":fence")
+            )
         elif op == "release":  # with each name's queue of Lock / FairLock waiters
             queued = [FairKeys.of(lock) for lock in locks]
             keys = tuple(

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
+import hiredis
 from redis.exceptions import ResponseError
 
 from redislock._core import validate
@@ -270,7 +271,11 @@ class RedlockCore(LockCore):
         fencing token, or None when no majority granted it or the token could not be made
         safe)."""
         keys = self.keys
-        op = Eval(_ACQUIRE, (keys.lock, keys.fence, keys.wait), (token, self.lease_ms, meta, 0))
+        op = Eval(
+            _ACQUIRE,
+            (keys.lock, keys.fence, keys.wait, keys.legacy_fence),
+            (token, self.lease_ms, meta, 0),
+        )
         replies = yield self._all(op, self._decider(("busy",)))
         outcomes = [outcome_of(r) for r in replies]
         counters: list[dict[str, int] | None] = [
@@ -420,7 +425,7 @@ class RedlockCore(LockCore):
     def _status_all(self, token: str) -> Flow[tuple[list[str], list[float]]]:
         """What ``token`` holds on every master: outcome words, and the TTL in seconds of
         each master where it holds."""
-        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.fence), (token,)))
+        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.legacy_fence), (token,)))
         return _with_ttls(replies)
 
     def locked_flow(self) -> Flow[bool]:
@@ -630,8 +635,9 @@ def wire(op: Eval | Call) -> tuple[str | int, ...]:
 
 class Packer:
     """Packs each distinct command of one fan-out once per encoding (the masters usually
-    get the same command); ``packer(conn, op)`` returns what ``send_packed_command`` takes
-    and the command name to parse the reply with."""
+    get the same command), with hiredis' packer (C) when its bytes are redis-py's
+    (redis.asyncio packs in Python); ``packer(conn, op)`` returns what
+    ``send_packed_command`` takes and the command name to parse the reply with."""
 
     __slots__ = ("_done",)
 
@@ -644,8 +650,25 @@ class Packer:
         found = self._done.get(key)
         if found is None:
             args = wire(op)
-            found = self._done[key] = (conn.pack_command(*args), args[0])
+            if _plain(enc, args):  # hiredis packs in C; redis.asyncio packs in Python
+                packed: Any = [hiredis.pack_command(args)]  # type: ignore[arg-type]
+            else:
+                packed = conn.pack_command(*args)
+            found = self._done[key] = (packed, args[0])
         return found
+
+
+def _plain(encoder: Any, args: tuple[str | int, ...]) -> bool:
+    """Whether hiredis packs ``args`` to the bytes redis-py would: UTF-8 (strict) text,
+    bytes and integers only, and a first argument without a space (redis-py splits it)."""
+    if encoder.encoding.lower().replace("_", "-") not in ("utf-8", "utf8"):
+        return False
+    if encoder.encoding_errors != "strict":
+        return False
+    first = args[0]
+    if not isinstance(first, str) or " " in first:
+        return False
+    return all(type(a) in (str, int, bytes) for a in args)
 
 
 def check_masters(clients: Any, client_types: tuple[type, ...], hint: str) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -155,6 +156,61 @@ async def _drain(client: Any, memory: MasterMemory, lane: Lane, item: Queued | N
         item = following
 
 
+def _loop_time(deadline: float) -> float:
+    """``deadline`` (``time.monotonic()``) on the running loop's clock."""
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
+def _write(conn: Any, packed: Any) -> bool:
+    """Write a packed command straight onto the connection's transport (it sends at once,
+    and buffers what the socket does not take); False if that cannot be done here (then
+    ``send_packed_command`` does it). redis-py's ``send_packed_command`` runs the write
+    in a task of its own under ``asyncio.wait_for`` when the client has a socket timeout
+    (its default): a hop through the event loop for every master."""
+    writer = getattr(conn, "_writer", None)
+    if not isinstance(writer, asyncio.StreamWriter) or writer.transport.is_closing():
+        return False
+    writer.writelines(packed)
+    return True
+
+
+async def _read(client: Any, conn: Any, op: Eval | Call, command: str | int) -> tuple[object, bool]:
+    """One fast-path reply (no timeout of its own: the caller's); and whether ``conn`` may
+    be reused."""
+    try:
+        try:
+            reply = await conn.read_response(timeout=math.inf)
+        except NoScriptError:
+            # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
+            assert isinstance(op, Eval)
+            n = len(op.keys)
+            await conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
+            command = "EVAL"
+            reply = await conn.read_response(timeout=math.inf)
+        callback = client.response_callbacks.get(command)
+        return (reply if callback is None else callback(reply)), True
+    except ResponseError as exc:  # the connection is fine; the command failed
+        return script_error(exc) or exc, True
+    except (TimeoutError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        return exc, False
+
+
+async def _read_now(
+    client: Any, conn: Any, op: Eval | Call, command: str | int
+) -> tuple[object, bool]:
+    """After the round's deadline: the reply if it is in the connection's buffer already,
+    else late."""
+    try:
+        if await _readable(conn):
+            async with asyncio.timeout(0):  # what is buffered is read without waiting
+                return await _read(client, conn, op, command)
+    except Exception:
+        pass
+    return NodeLateError(_LATE), False
+
+
 class AsyncMasters:
     """The masters of one AsyncRedlock, contacted all at once.
 
@@ -208,41 +264,69 @@ class AsyncMasters:
                     slow.append((i, sub))
                 else:
                     fast.append((i, conn, sub))
-            for n, (i, conn, sub) in enumerate(fast):
+            while fast:
+                i, conn, sub = fast.pop()
                 packed, command = packer(conn, sub)
                 sent.append((i, conn, sub, command))  # from here on, a cancellation closes it
                 try:
-                    await conn.send_packed_command(packed, check_health=False)
+                    if not _write(conn, packed):
+                        await conn.send_packed_command(packed, check_health=False)
+                        _cancel_swallowed(task, cancels)
                 except Exception as exc:
                     sent.pop()
                     await _drop(self.clients[i], conn)
                     replies[i] = exc
                     self.memories[i].suspect = True
-                    continue
-                finally:
-                    fast[n] = (i, None, sub)  # sent, or closed: the finally below owns it
+            if slow:
+                jobs = self._submit(slow, lanes, op, deadline, start, replies)
+            if sent:
+                await self._receive(sent, lanes, deadline, replies)
                 _cancel_swallowed(task, cancels)
-            jobs = self._submit(slow, lanes, op, deadline, start, replies)
-            while sent:
-                i, conn, sub, command = sent[0]
-                reply, keep = await self._receive(self.clients[i], conn, sub, command, deadline)
-                sent.pop(0)
+        finally:
+            for i, conn, _, _ in sent:  # cancelled or failed half-way: do not reuse them
+                await _drop(self.clients[i], conn)
+            for i, conn, _ in fast:  # checked out, never sent (cancelled before)
+                await _give_back(self.clients[i], lanes[i], conn)
+        if jobs:
+            await self._gather(jobs, op, deadline, replies)
+        return replies
+
+    async def _receive(
+        self,
+        sent: list[tuple[int, Any, Eval | Call, str | int]],
+        lanes: list[Lane],
+        deadline: float,
+        replies: list[object],
+    ) -> None:
+        """Read the fast path's replies in turn, all under one timeout that ends at
+        ``deadline`` (the others' replies arrive meanwhile and wait in their buffers); after
+        it, a reply already in its buffer is still taken, a master with none is late (its
+        connection is closed). Removes each master it read from ``sent``."""
+        got: list[tuple[int, Any, object, bool]] = []
+        try:
+            try:
+                async with asyncio.timeout_at(_loop_time(deadline)):
+                    while sent:
+                        i, conn, sub, command = sent[-1]
+                        reply, keep = await _read(self.clients[i], conn, sub, command)
+                        sent.pop()
+                        got.append((i, conn, reply, keep))
+            except TimeoutError:
+                i, conn, _, _ = sent.pop()  # its read was cut short: redis-py closed it
+                got.append((i, conn, NodeLateError(_LATE), False))
+                while sent:
+                    i, conn, sub, command = sent[-1]
+                    reply, keep = await _read_now(self.clients[i], conn, sub, command)
+                    sent.pop()
+                    got.append((i, conn, reply, keep))
+        finally:
+            for i, conn, reply, keep in got:
                 replies[i] = reply
                 if keep:
                     await _give_back(self.clients[i], lanes[i], conn)
                 else:
                     await _drop(self.clients[i], conn)
                     self.memories[i].suspect = True
-                _cancel_swallowed(task, cancels)
-        finally:
-            for i, conn, _, _ in sent:  # cancelled or failed half-way: do not reuse them
-                await _drop(self.clients[i], conn)
-            for i, conn, _ in fast:  # checked out, never sent (cancelled before)
-                if conn is not None:
-                    await _give_back(self.clients[i], lanes[i], conn)
-        if jobs:
-            await self._gather(jobs, op, deadline, replies)
-        return replies
 
     def _submit(
         self,
@@ -300,25 +384,3 @@ class AsyncMasters:
                 _late(item, _BUSY)
             elif over:
                 self.memories[i].suspect = True
-
-    @staticmethod
-    async def _receive(
-        client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
-    ) -> tuple[object, bool]:
-        """One fast-path reply, read by ``deadline``; and whether ``conn`` may be reused."""
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                try:
-                    return await client.parse_response(conn, command), True
-                except NoScriptError:
-                    # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
-                    assert isinstance(op, Eval)
-                    n = len(op.keys)
-                    await conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
-                    return await client.parse_response(conn, "EVAL"), True
-        except ResponseError as exc:  # the connection is fine; the command failed
-            return script_error(exc) or exc, True
-        except TimeoutError:
-            return NodeLateError(_LATE), False
-        except Exception as exc:
-            return exc, False

@@ -36,7 +36,10 @@ def _print_text(name: str, info: dict[str, Any]) -> None:
         return
     if info["held"]:
         print(f"  ttl: {info['ttl']} s")
-    print(f"  fencing counter: {info['fencing_counter']}")
+    # the slot's counter, shared by the names of the slot: the next token is greater
+    print(
+        f"  fencing counter: {info['fencing_counter']} (its hash slot's; the next token is greater)"
+    )
     if kind in HOLD_KINDS:
         if kind == "semaphore":
             count = info["permit_count"]

@@ -5,22 +5,24 @@
 -- lock to the next live waiter itself (one message on the name's grant channel, tagged for
 -- exactly that waiter), so the waiter needs no further round trip to take it, and the
 -- releasing client cannot take it back.
--- While nobody is queued, an acquire is Lock's SET NX and INCR and a release Lock's
--- compare-and-delete (the fast paths below: no ACL preflight, no TIME).
+-- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
+-- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
+-- below: no ACL preflight, no TIME).
 -- The lock key, fencing counter, done key, lock_extend.lua and lock_status.lua are those of
 -- Lock; MultiLock (multi.lua) takes the same lock keys and wakes the head of this queue.
 --
--- KEYS[1] lock key      string "<token>|<meta>" with a PX TTL (as Lock)
--- KEYS[2] fence key     integer counter, INCR per grant, never expires
+-- KEYS[1] lock key      string "<token>|<fence>|<meta>" with a PX TTL (as Lock)
+-- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR per grant, never expires
 -- KEYS[3] queue         list of waiter tokens in arrival order
 -- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
--- KEYS[6] done key      release, optional: string "<token>", the last release of this name,
+-- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
+-- KEYS[7] done key      release, optional: string "<token>", the last release of this name,
 --                       PX ARGV[8] (Lock's done key, see lock_release.lua)
--- KEYS[7] waiters key   release, force, optional (with KEYS[6]): MultiLock's marker "some
+-- KEYS[8] waiters key   release, force, optional (with KEYS[7]): MultiLock's marker "some
 --                       client is waiting" (see multi.lua); its presence makes a release
---                       publish one wake-up to KEYS[8]
--- KEYS[8] wake channel  with KEYS[7]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
+--                       publish one wake-up to KEYS[9]
+-- KEYS[9] wake channel  with KEYS[8]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
 --                       on it, see lock_release.lua); declared as a key, never written as one
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
@@ -31,14 +33,15 @@
 -- ARGV[7] grant channel "P{N}:grant": a grant PUBLISHes "<tag>|<fence>" to it, where tag =
 --                       sha1(token)[1..20] of the waiter granted (see _queue.lua);
 --                       multi.lua's release publishes "<tag>|0" (a wake-up: try again now)
--- ARGV[8] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
+-- ARGV[8] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
 --                                     the wait before the next try, -1 when the lock has no TTL;
---                                     fence: the fencing counter now (0 if absent), so a grant
---                                     message received later is known to be newer (fence above);
+--                                     fence: the name's fencing counter now (its slot's, or its
+--                                     legacy one if higher; 0 if absent), so a grant message
+--                                     received later is known to be newer (fence above);
 --                                     a single try on the fast path returns {"busy", hint_ms}
 --            {"full", length}         the queue is full; the caller is not queued
 --   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
@@ -51,7 +54,7 @@
 --            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
 -- A failed SET NX of the lock key is always followed by a GET of it (the audit relies on it).
 -- include: _acl.lua
-
+-- include: _fence.lua
 -- include: _queue.lua
 
 local op, token = ARGV[1], ARGV[2]
@@ -61,14 +64,14 @@ local function mine(v)
 end
 
 -- MultiLock's waiters leave a marker on a busy name and wait on its wake channel: a release
--- (or force) that was given KEYS[7] publishes one wake-up when the marker is there. Through
+-- (or force) that was given KEYS[8] publishes one wake-up when the marker is there. Through
 -- pcall, so a fast path can call it too; returns an error reply, or nil.
 local function wake_marked()
-  if not KEYS[7] then return nil end
-  local r = redis.pcall('EXISTS', KEYS[7])
+  if not KEYS[8] then return nil end
+  local r = redis.pcall('EXISTS', KEYS[8])
   if bad(r) then return failed('EXISTS', r) end
   if r == 1 then
-    r = redis.pcall('PUBLISH', KEYS[8], '*')
+    r = redis.pcall('PUBLISH', KEYS[9], '*')
     if bad(r) then return failed('PUBLISH', r) end
   end
   return nil
@@ -81,13 +84,17 @@ if op == 'acquire' then
   local q = redis.pcall('EXISTS', KEYS[3])
   if bad(q) then return failed('EXISTS', q) end
   if q == 0 then
-    local r = redis.pcall('SET', KEYS[1], token .. '|' .. ARGV[4], 'NX', 'PX', ARGV[3])
+    -- The value is written once, with the token it would get (_fence.lua: peek_fence)
+    local fence, no = peek_fence(KEYS[2], KEYS[6])
+    if no then return failed(no, fence) end
+    local r = redis.pcall(
+      'SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'NX', 'PX', ARGV[3])
     if bad(r) then return failed('SET', r) end
     if r then
-      local fence = redis.pcall('INCR', KEYS[2])
-      if bad(fence) then
+      r, no = next_fence(KEYS[2], KEYS[6])  -- issues that token
+      if no then
         redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
-        return failed('INCR', fence)
+        return failed(no, r)
       end
       return {'ok', fence, tonumber(ARGV[3])}
     end
@@ -108,14 +115,14 @@ elseif op == 'release' then
     if q == 0 then
       local r = wake_marked()
       if r then return r end
-      if KEYS[6] then
-        r = redis.pcall('SET', KEYS[6], token, 'PX', ARGV[8])
+      if KEYS[7] then
+        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[8])
         if bad(r) then return failed('SET', r) end
       end
       r = redis.pcall('DEL', KEYS[1])
       if bad(r) then
         -- Not released: forget the release (SET just worked; DEL did not).
-        if KEYS[6] then redis.pcall('SET', KEYS[6], '', 'PX', 1) end
+        if KEYS[7] then redis.pcall('SET', KEYS[7], '', 'PX', 1) end
         return failed('DEL', r)
       end
       return 'ok'
@@ -129,16 +136,17 @@ end
 do
   local uses = {
     {KEYS[1], {'GET', 'SET', 'DEL', 'PTTL'}},
-    {KEYS[2], {'INCR', 'GET'}},
+    {KEYS[2], {'GET', 'SET', 'INCR'}},
+    {KEYS[6], {'GET', 'DEL'}},
     {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
     {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
     {ARGV[7], {'PUBLISH'}},
   }
-  if KEYS[6] then uses[#uses + 1] = {KEYS[6], {'GET', 'SET'}} end
-  if KEYS[7] then
-    uses[#uses + 1] = {KEYS[7], {'EXISTS'}}
-    uses[#uses + 1] = {KEYS[8], {'PUBLISH'}}
+  if KEYS[7] then uses[#uses + 1] = {KEYS[7], {'GET', 'SET'}} end
+  if KEYS[8] then
+    uses[#uses + 1] = {KEYS[8], {'EXISTS'}}
+    uses[#uses + 1] = {KEYS[9], {'PUBLISH'}}
   end
   local no = preflight(uses, true)
   if no then return refused(no) end
@@ -181,8 +189,9 @@ local function grant_next()
     forget(head)
     return redis.error_reply('redislock - waiter info of ' .. KEYS[3] .. ' is malformed')
   end
-  redis.call('SET', KEYS[1], head .. '|' .. meta, 'PX', lease)
-  local fence = redis.call('INCR', KEYS[2])
+  local fence, no = next_fence(KEYS[2], KEYS[6])
+  if no then return failed(no, fence) end
+  redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   forget(head)
   redis.call('PUBLISH', ARGV[7], grant_tag(head) .. '|' .. fence)
   settle()
@@ -194,13 +203,16 @@ if op == 'acquire' then
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
     forget(token)
     settle()
-    return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+    local fence, no = held_fence(v, KEYS[6])
+    if no then return failed(no, fence) end
+    return {'ok', fence, redis.call('PTTL', KEYS[1])}
   end
   if not v then
     local head = redis.call('LINDEX', KEYS[3], 0)
     if not head or head == token then
-      redis.call('SET', KEYS[1], token .. '|' .. ARGV[4], 'PX', ARGV[3])
-      local fence = redis.call('INCR', KEYS[2])
+      local fence, no = next_fence(KEYS[2], KEYS[6])
+      if no then return failed(no, fence) end
+      redis.call('SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'PX', ARGV[3])
       if head then
         forget(token)
         settle()
@@ -211,7 +223,14 @@ if op == 'acquire' then
     local r = grant_next()
     if r ~= true and r ~= false then return r end
   end
-  local fence_now = tonumber(redis.call('GET', KEYS[2]) or 0)
+  -- The counter this name's next token comes from, as it is now (the slot counter, or the
+  -- name's legacy counter if that is higher: peek_fence - 1). The counter is shared by all
+  -- the names of the slot, so other names raise it too; still, every grant to this waiter
+  -- runs after this reply and takes its token from the same counter with INCR, so its fence
+  -- is always above this value: the waiter's "grant fence above busy fence" check holds.
+  local fence_now, no = peek_fence(KEYS[2], KEYS[6])
+  if no then return failed(no, fence_now) end
+  fence_now = fence_now - 1
   if ARGV[5] == '0' then
     return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
   end
@@ -231,7 +250,7 @@ end
 
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
-  if not mine(v) and KEYS[6] and redis.call('GET', KEYS[6]) == token then
+  if not mine(v) and KEYS[7] and redis.call('GET', KEYS[7]) == token then
     return 'ok'  -- released already (and maybe granted on): the same release sent again
   end
   if not v then  -- expired: the next waiter need not wait for its own retry
@@ -243,8 +262,8 @@ if op == 'release' then
   local r = wake_marked()  -- checked by the preflight: cannot fail now
   if r then return r end
   redis.call('DEL', KEYS[1])
-  if KEYS[6] then
-    redis.call('SET', KEYS[6], token, 'PX', ARGV[8])
+  if KEYS[7] then
+    redis.call('SET', KEYS[7], token, 'PX', ARGV[8])
   end
   r = grant_next()
   if r ~= true and r ~= false then return r end
@@ -254,7 +273,9 @@ end
 if op == 'cancel' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then
-    return {'ok', tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+    local fence, no = held_fence(v, KEYS[6])
+    if no then return failed(no, fence) end
+    return {'ok', fence, redis.call('PTTL', KEYS[1])}
   end
   forget(token)
   if not v then

@@ -1,6 +1,7 @@
 -- lock_status: what this owner token holds, for owned(), remaining() and adopting a lock by token.
 -- KEYS[1] lock key
--- KEYS[2] fence key     while the lock is held, its value is the holder's fencing token
+-- KEYS[2] legacy fence  the name's per-name counter of earlier versions: the holder's token
+--                       when the lock value has the earlier format without one (_fence.lua)
 -- ARGV[1] token         owner token
 -- returns {"ok", pttl_ms, fence}   this token holds the lock; fence is its fencing token
 --         {"gone", 0, 0}           no lock key
@@ -8,6 +9,7 @@
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command (writes nothing)
 
 -- include: _acl.lua
+-- include: _fence.lua
 
 local v = redis.pcall('GET', KEYS[1])
 if bad(v) then return failed('GET', v) end
@@ -19,6 +21,6 @@ if string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
 end
 local pttl = redis.pcall('PTTL', KEYS[1])
 if bad(pttl) then return failed('PTTL', pttl) end
-local fence = redis.pcall('GET', KEYS[2])
-if bad(fence) then return failed('GET', fence) end
-return {'ok', pttl, tonumber(fence or '0')}
+local fence, no = held_fence(v, KEYS[2])
+if no then return failed(no, fence) end
+return {'ok', pttl, fence}

@@ -1,17 +1,19 @@
 -- multi: take, release, extend or check a chunk of several plain locks at once, all or nothing (MultiLock).
--- Every name is an ordinary Lock: the same keys, the same value "<token>|<meta>" with a PX
--- TTL, the same fencing counter and done key, so lock_acquire.lua, lock_release.lua,
+-- Every name is an ordinary Lock: the same keys, the same value "<token>|<fence>|<meta>" with
+-- a PX TTL, the same fencing counter (_fence.lua) and done key, so lock_acquire.lua, lock_release.lua,
 -- lock_status.lua and `redislock inspect` see each name exactly as if a Lock held it.
--- KEYS[1] lock key of the first name   string "<token>|<meta>", always with a PX TTL
--- KEYS[2] acquire: its fence key (INCR per acquisition, never expires); release: its waiters key
+-- KEYS[1] lock key of the first name   string "<token>|<fence>|<meta>", always with a PX TTL
+-- KEYS[2] acquire: its fence key (the slot counter, INCR per acquisition, never expires; names
+--         of one slot share it); release: its waiters key
 -- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake channel
 --         (PUBLISHed "*", see lock_release.lua)
--- KEYS[4] release: its done key (see lock_release.lua; written for one name per chunk)
+-- KEYS[4] acquire: its legacy fence key (_fence.lua); release: its done key (see
+--         lock_release.lua; written for one name per chunk)
 -- KEYS[5] release: its queue (list of queued Lock and FairLock waiters, see fair.lua)
 -- KEYS[6] release: its waiter leases (sorted set token -> end of its waiter lease, server ms)
 --         The keys of name i follow those of name i-1; keys per name by op:
---           acquire: lock, fence, waiters (3);  release: lock, waiters, wake, done, queue,
---           waiter leases (6);  extend, status: lock (1).
+--           acquire: lock, fence, waiters, legacy fence (4);  release: lock, waiters, wake,
+--           done, queue, waiter leases (6);  extend, status: lock (1).
 --         So name i's lock key is KEYS[stride * (i - 1) + 1].
 --         extend with ARGV[8]: KEYS[n + 1] is the first name's done key.
 -- ARGV[1] op            "acquire", "release", "extend" or "status"
@@ -44,11 +46,12 @@
 --         error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing is left
 --                  half-done (an acquire holds nothing, a release still holds every name)
 --         error "WRONGTYPE ... (redislock key: <key>)"  a lock key holds another kind (a hash)
--- A name already held by this token counts as taken (its fence is read, not increased, its TTL
--- set to ttl_ms again), so a retry of a chunk whose reply was lost succeeds instead of waiting
--- on itself.
+-- A name already held by this token counts as taken (its fence is read from its value, not
+-- increased, its TTL set to ttl_ms again), so a retry of a chunk whose reply was lost
+-- succeeds instead of waiting on itself.
 
 -- include: _acl.lua
+-- include: _fence.lua
 -- include: _queue.lua
 
 local op, n = ARGV[1], tonumber(ARGV[2])
@@ -56,7 +59,7 @@ local mine = ARGV[3] .. '|'
 local len = #mine
 local stride = 1
 if op == 'acquire' then
-  stride = 3
+  stride = 4
 elseif op == 'release' then
   stride = 6
 end
@@ -80,7 +83,7 @@ if op == 'acquire' then
       if string.sub(v, 1, len) ~= mine then
         local r
         if ARGV[6] ~= '0' then
-          r = redis.pcall('SET', KEYS[3 * i], '1', 'PX', ARGV[6])
+          r = redis.pcall('SET', KEYS[4 * i - 1], '1', 'PX', ARGV[6])
           if bad(r) then return failed('SET', r) end
         end
         r = redis.pcall('PTTL', locks[i])
@@ -105,9 +108,9 @@ if op == 'acquire' then
       end
     end
   end
-  -- Writes: refresh the names already ours, set the new ones, then the fences; a refused
-  -- command deletes the names this call set (a refreshed TTL of our own hold is harmless).
-  local value = mine .. ARGV[5]
+  -- Writes: refresh the names already ours, then per new name its fence and its value; a
+  -- refused command deletes the names this call set (a refreshed TTL of our own hold is
+  -- harmless, a token issued in vain too).
   local set = {}
   local function undo(cmd, err)
     if #set > 0 then redis.pcall('DEL', unpack(set)) end
@@ -119,24 +122,20 @@ if op == 'acquire' then
       if bad(r) then return undo('PEXPIRE', r) end
     end
   end
+  local reply = {'ok'}
   for i = 1, n do
-    if not values[i] then
-      r = redis.pcall('SET', locks[i], value, 'PX', ARGV[4])
+    local fence, no
+    if values[i] then
+      fence, no = held_fence(values[i], KEYS[4 * i])
+      if no then return undo(no, fence) end
+    else
+      fence, no = next_fence(KEYS[4 * i - 2], KEYS[4 * i])
+      if no then return undo(no, fence) end
+      r = redis.pcall('SET', locks[i], mine .. fence .. '|' .. ARGV[5], 'PX', ARGV[4])
       if bad(r) then return undo('SET', r) end
       set[#set + 1] = locks[i]
     end
-  end
-  local reply = {'ok'}
-  for i = 1, n do
-    if values[i] then
-      r = redis.pcall('GET', KEYS[3 * i - 1])
-      if bad(r) then return undo('GET', r) end
-      reply[i + 1] = tonumber(r)
-    else
-      r = redis.pcall('INCR', KEYS[3 * i - 1])
-      if bad(r) then return undo('INCR', r) end
-      reply[i + 1] = r
-    end
+    reply[i + 1] = fence
   end
   return reply
 end

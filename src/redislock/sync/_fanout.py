@@ -8,11 +8,15 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
+import select
+import socket
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import hiredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
@@ -54,6 +58,8 @@ def _forget_in_child() -> None:
 
 os.register_at_fork(after_in_child=_forget_in_child)
 
+_READ_SIZE = 65536
+
 _BUSY = "not sent: the master is still busy with an earlier command"
 _LATE = "no answer in time"
 
@@ -76,24 +82,81 @@ def _drop(client: Any, conn: Any) -> None:
             client.connection_pool.release(conn)
 
 
-def _checkout(client: Any, memory: MasterMemory) -> Any:
-    """A connected connection for the fast path, or None: the master is suspect, its lane is
-    busy (what it runs must not be overtaken), or it has no connection known to work. Never
-    connects (connecting may block for the whole connect timeout, and redis-py retries it
-    with back-off): the lane does that."""
-    lane = memory.lane
-    with lane.guard:
-        if memory.suspect or lane.running or not lane.idle:
-            return None
-        conn = lane.idle.pop()
+def _fileno(conn: Any) -> int:
+    """The socket's file descriptor of a connected connection, or -1."""
+    if not _connected(conn):
+        return -1
     try:
-        # Readable while idle: closed by the server (or stray data). Not usable as it is.
-        if _connected(conn) and not conn.can_read(timeout=0):
-            return conn
+        return int(conn._sock.fileno())
     except Exception:
-        pass
-    _drop(client, conn)
-    return None
+        return -1
+
+
+def _send(conn: Any, packed: Any) -> None:
+    """Write a packed command. On a plain socket one ``os.write`` (a socket with a timeout
+    - redis-py's default - polls before each ``sendall``, one more system call); the rest,
+    if any, and TLS go through ``send_packed_command``."""
+    sock = conn._sock
+    if type(sock) is socket.socket:
+        data = packed[0] if len(packed) == 1 else b"".join(packed)
+        try:
+            done = os.write(sock.fileno(), data)
+        except BlockingIOError:
+            done = 0
+        except OSError as exc:
+            conn.disconnect()
+            raise RedisConnectionError(f"Error while writing to socket: {exc}") from exc
+        if done == len(data):
+            return
+        packed = [memoryview(data)[done:]]
+    conn.send_packed_command(packed, check_health=False)
+
+
+def _pull(conn: Any) -> None:
+    """Move what a readable connection's socket holds into its hiredis reader with one
+    ``os.read``, so redis-py parses the reply without reading the socket again (a socket
+    with a timeout polls before each ``recv``). Does nothing where that cannot be done
+    (TLS, the pure-Python parser): redis-py then reads the socket itself."""
+    sock = conn._sock
+    reader = getattr(getattr(conn, "_parser", None), "_reader", None)
+    if type(sock) is not socket.socket or not isinstance(reader, hiredis.Reader):
+        return
+    try:
+        data = os.read(sock.fileno(), _READ_SIZE)
+    except BlockingIOError:
+        return
+    except OSError as exc:
+        conn.disconnect()
+        raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
+    if not data:
+        conn.disconnect()
+        raise RedisConnectionError("Connection closed by server.")
+    reader.feed(data)
+
+
+def _read(
+    client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
+) -> tuple[object, bool]:
+    """One fast-path reply (its connection is readable); and whether ``conn`` may be
+    reused."""
+    try:
+        try:
+            _pull(conn)
+            return client.parse_response(conn, command), True
+        except NoScriptError:
+            # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
+            assert isinstance(op, Eval)
+            n = len(op.keys)
+            conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
+            if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                conn.disconnect()
+                return NodeLateError(_LATE), False
+            return client.parse_response(conn, "EVAL"), True
+    except ResponseError as exc:  # the connection is fine; the command failed
+        return script_error(exc) or exc, True
+    except Exception as exc:
+        conn.disconnect()
+        return exc, False
 
 
 def _give_back(client: Any, memory: MasterMemory, conn: Any) -> None:
@@ -188,47 +251,113 @@ class Masters:
         start = time.monotonic()
         deadline = start + op.timeout
         replies: list[object] = [None] * len(op.ops)
-        fast: list[tuple[int, Any, Eval | Call]] = []
-        slow: list[tuple[int, Eval | Call]] = []
-        for i, sub in enumerate(op.ops):
-            if sub is None:
-                continue
-            conn = _checkout(self.clients[i], self.memories[i])
-            if conn is None:
-                slow.append((i, sub))
-            else:
-                fast.append((i, conn, sub))
-        packer = Packer()
-        sent: list[tuple[int, Any, Eval | Call, str | int]] = []
+        poller = select.poll()
+        fast, slow = self._checkout(op.ops, poller)
+        sent: dict[int, tuple[int, Any, Eval | Call, str | int]] = {}
         jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
         try:
-            for i, conn, sub in fast:
+            packer = Packer()
+            while fast:
+                fd, i, conn, sub = fast.pop()
                 try:
                     packed, command = packer(conn, sub)
-                    conn.send_packed_command(packed, check_health=False)
+                    _send(conn, packed)
                 except Exception as exc:
+                    poller.unregister(fd)
                     _drop(self.clients[i], conn)
                     replies[i] = exc
                     self.memories[i].suspect = True
                     continue
-                sent.append((i, conn, sub, command))
-            jobs = self._submit(slow, op, deadline, start, replies)
-            while sent:
-                i, conn, sub, command = sent[0]
-                reply, keep = self._receive(self.clients[i], conn, sub, command, deadline)
-                sent.pop(0)
+                sent[fd] = (i, conn, sub, command)
+            if slow:
+                jobs = self._submit(slow, op, deadline, start, replies)
+            if sent:
+                self._receive(poller, sent, deadline, replies)
+        finally:
+            # Only after an unexpected error: do not reuse what was sent, give back the rest.
+            for i, conn, _, _ in sent.values():
+                _drop(self.clients[i], conn)
+            for _, i, conn, _ in fast:
+                _give_back(self.clients[i], self.memories[i], conn)
+        if jobs:
+            self._gather(jobs, op, deadline, replies)
+        return replies
+
+    def _checkout(
+        self, ops: Sequence[Eval | Call | None], poller: Any
+    ) -> tuple[list[tuple[int, int, Any, Eval | Call]], list[tuple[int, Eval | Call]]]:
+        """Split a round: the masters that get their command on a connection of the fast
+        path (registered with ``poller``), and the others (their lanes). A master goes the
+        fast path if it is not suspect, its lane is idle (what it runs must not be
+        overtaken) and it has a connection known to be connected; one ``poll`` for all of
+        them checks that none of those connections was closed by its server (or has stray
+        data). Never connects (connecting may block for the whole connect timeout, and
+        redis-py retries it with back-off): the lane does that."""
+        fast: list[tuple[int, int, Any, Eval | Call]] = []
+        slow: list[tuple[int, Eval | Call]] = []
+        for i, sub in enumerate(ops):
+            if sub is None:
+                continue
+            memory = self.memories[i]
+            lane = memory.lane
+            conn = None
+            with lane.guard:
+                if not memory.suspect and not lane.running and lane.idle:
+                    conn = lane.idle.pop()
+            fd = -1 if conn is None else _fileno(conn)
+            if fd < 0:
+                if conn is not None:
+                    _drop(self.clients[i], conn)
+                slow.append((i, sub))
+                continue
+            poller.register(fd, select.POLLIN)
+            fast.append((fd, i, conn, sub))
+        if fast:
+            # Readable while idle: closed by the server (or stray data). Not usable as it is.
+            stale = {fd for fd, _ in poller.poll(0)}
+            if stale:
+                keep = []
+                for entry in fast:
+                    fd, i, conn, sub = entry
+                    if fd in stale:
+                        poller.unregister(fd)
+                        _drop(self.clients[i], conn)
+                        slow.append((i, sub))
+                    else:
+                        keep.append(entry)
+                fast = keep
+        return fast, slow
+
+    def _receive(
+        self,
+        poller: Any,
+        sent: dict[int, tuple[int, Any, Eval | Call, str | int]],
+        deadline: float,
+        replies: list[object],
+    ) -> None:
+        """Read the fast path's replies as they come (one ``poll`` for all the masters that
+        have not answered yet), up to ``deadline``; a master with no answer by then is late
+        (its connection is closed)."""
+        while sent:
+            left = deadline - time.monotonic()
+            ready = poller.poll(left * 1000.0 if left > 0 else 0)
+            for fd, _ in ready:
+                poller.unregister(fd)
+                i, conn, sub, command = sent.pop(fd)
+                reply, keep = _read(self.clients[i], conn, sub, command, deadline)
                 replies[i] = reply
                 if keep:
                     _give_back(self.clients[i], self.memories[i], conn)
                 else:
                     _drop(self.clients[i], conn)
                     self.memories[i].suspect = True
-        finally:
-            for i, conn, _, _ in sent:  # only after an unexpected error: do not reuse them
-                _drop(self.clients[i], conn)
-        if jobs:
-            self._gather(jobs, op, deadline, replies)
-        return replies
+            if not ready or left <= 0:
+                break
+        while sent:
+            _, (i, conn, _, _) = sent.popitem()
+            replies[i] = NodeLateError(_LATE)
+            _drop(self.clients[i], conn)
+            self.memories[i].suspect = True
 
     def _submit(
         self,
@@ -287,29 +416,3 @@ class Masters:
                 _late(item, _BUSY)
             elif over:
                 self.memories[i].suspect = True
-
-    @staticmethod
-    def _receive(
-        client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
-    ) -> tuple[object, bool]:
-        """One fast-path reply, read by ``deadline``; and whether ``conn`` may be reused."""
-        try:
-            if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
-                conn.disconnect()
-                return NodeLateError(_LATE), False
-            try:
-                return client.parse_response(conn, command), True
-            except NoScriptError:
-                # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
-                assert isinstance(op, Eval)
-                n = len(op.keys)
-                conn.send_command("EVAL", op.script.source, n, *op.keys, *op.args)
-                if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
-                    conn.disconnect()
-                    return NodeLateError(_LATE), False
-                return client.parse_response(conn, "EVAL"), True
-        except ResponseError as exc:  # the connection is fine; the command failed
-            return script_error(exc) or exc, True
-        except Exception as exc:
-            conn.disconnect()
-            return exc, False

@@ -10,7 +10,8 @@ has a 0.2 s timeout; connections are re-made after errors):
 * the **snapshot poller** reads, every ``poll_interval`` seconds and in one MULTI/EXEC of
   read-only commands (atomic, and allowed under ``CLIENT PAUSE WRITE``), the server ``TIME``
   and for each lock name ``N`` the key ``<prefix>{N}``: a Lock/Redlock/FairLock string
-  ``"<token>|<host>|<pid>|<unix_ms>"`` with its fencing counter ``<prefix>{N}:fence``, or an
+  ``"<token>|<fence>|<host>|<pid>|<unix_ms>"`` (or an earlier version's
+  ``"<token>|<host>|<pid>|<unix_ms>"`` with its per-name counter ``<prefix>{N}:fence``), or an
   RLock/ReadWriteLock/Semaphore hash ``token -> "<mode>|<count>|<expires_ms>|<fence>|<host>|
   <pid>|<acquired_unix_ms>"`` (holds whose ``expires_ms`` is not after the server ``TIME``
   are logically expired and skipped). It keeps one :class:`HoldInterval` per hold and server:
@@ -18,7 +19,8 @@ has a 0.2 s timeout; connections are re-made after errors):
   absence: an interval closes only on a successful snapshot that lacks the hold (after a
   restart without persistence that is the first successful poll). Every ``scan_every``
   polls it also SCANs ``<prefix>*`` and PTTLs every key: a key that is not a fencing counter
-  (``…:fence``) nor a permit count (``…:permits``) with no TTL is a :class:`TtlViolation`.
+  (``…:slotfence``, or an earlier version's ``…:fence``) nor a permit count (``…:permits``)
+  with no TTL is a :class:`TtlViolation`.
 * the **MONITOR reader** keeps a shadow of every lock key (string value and expiry, hash
   fields) from the writes it sees, and flags a :class:`ForeignTouch` when a script deletes,
   expires or overwrites a lock key or hold that, per the shadow, belonged to another token
@@ -88,7 +90,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from redislock._core.codec import decode_hold_value, decode_lock_value
-from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.keys import DEFAULT_PREFIX, FENCE_SUFFIX, LockKeys
 from redislock._lifecycle import Startable
 from redislock.testing.audit_records import (
     HASH_MODES,
@@ -451,7 +453,7 @@ class Auditor(Startable):
         for keys in self._keys:
             pipe.get(keys.lock)
             pipe.hgetall(keys.lock)
-            pipe.get(keys.fence)
+            pipe.get(keys.legacy_fence)  # the token of a hold of an earlier version
         sent = time.monotonic()
         replies = pipe.execute(raise_on_error=False)
         got = time.monotonic()
@@ -470,6 +472,7 @@ class Auditor(Startable):
                 if hold is None:
                     continue
                 fence_n = int(fence) if isinstance(fence, bytes) and fence.isdigit() else 0
+                fence_n = fence_n if hold.fence is None else hold.fence
                 seen[(name, ("s", arg_text(value)))] = HoldInterval(
                     srv.index, name, hold.pid, fence_n, t, t, None, STRING_MODE,
                     hold.token[:TOKEN_CHARS], hold.host,
@@ -508,7 +511,9 @@ class Auditor(Startable):
             keys.extend(cast(list[bytes], batch))
             if int(cursor) == 0:
                 break
-        checked = [k for k in keys if not k.endswith((b":fence", b":permits"))]
+        checked = [
+            k for k in keys if not k.endswith((FENCE_SUFFIX.encode(), b":fence", b":permits"))
+        ]
         if not checked:
             return
         pipe = client.pipeline(transaction=False)

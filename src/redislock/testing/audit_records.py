@@ -62,10 +62,9 @@ class HoldInterval:
         server: index of the server.
         name: lock name.
         pid: holder pid, from the hold's metadata.
-        fence: fencing token: the hold's own for a hash hold; for a string (Lock, Redlock)
-            the server's fencing counter read in the same atomic step, the largest seen
-            during the hold (a Redlock master's counter is raised to the hold's token right
-            after the grant, on the masters that raise reaches).
+        fence: fencing token: the hold's own, stored with it (a string hold of an earlier
+            version: the name's counter read in the same atomic step, the largest seen
+            during the hold); for a Redlock, the token this master issued.
         first: monotonic time of the first snapshot that showed the hold, seconds.
         last: monotonic time of the last snapshot that showed it, seconds.
         gone: monotonic time of the first successful snapshot without it, seconds; None

@@ -29,7 +29,7 @@ from redislock._core.lock import LockCore, LockStatistics, token_tag
 from redislock._core.options import LockOptions, MultiOptions, signature
 from redislock.errors import LockConfigError
 
-__all__ = ["Handle", "Holder", "Renewable", "Unit", "is_cluster", "socket_timeout"]
+__all__ = ["Handle", "Holder", "Renewable", "Unit", "is_cluster"]
 
 
 _SENTINEL_POOLS = (
@@ -42,16 +42,6 @@ _CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
     return isinstance(client, _CLUSTERS)
-
-
-def socket_timeout(client: Any) -> float | None:
-    """The client's socket timeout in seconds, or None (no timeout, or not found)."""
-    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
-        kwargs = getattr(owner, "connection_kwargs", None)
-        if isinstance(kwargs, dict):
-            value = kwargs.get("socket_timeout")
-            return float(value) if isinstance(value, int | float) else None
-    return None
 
 
 class Renewable(Protocol):
@@ -138,7 +128,6 @@ class Handle:
         core = LockCore.from_options(
             name,
             options,
-            socket_timeout=socket_timeout(client),
             sentinel=isinstance(getattr(client, "connection_pool", None), _SENTINEL_POOLS),
         )
         if core.replicas and is_cluster(client):

@@ -22,7 +22,7 @@ from typing import Final
 from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
-from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
@@ -34,9 +34,9 @@ _NO_KEYS: Final = FairKeys("", "", "", "", "", "", "")
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
-"""What a waiter pops from its grant list when it was woken without a grant (multi.lua's
-release of a name it waits for): it tries again at once. A grant pops the fencing token
-(>= 1)."""
+"""The fence of a message ``<tag>|0`` on the grant channel: the waiter of that tag was woken
+without a grant (multi.lua's release of a name it waits for) and tries again at once. A
+grant carries the fencing token (>= 1)."""
 
 
 @dataclass(slots=True)
@@ -71,16 +71,28 @@ class FairCore(LockCore):
     ) -> Eval:
         """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
         k = self.fkeys
-        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
+        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant)
         return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence), args)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
 
         The first try takes the lock if it is free and nobody is queued (one round trip),
-        else queues this waiter; then the waiter blocks on its own grant list, which the
-        release ahead of it pushes the fencing token to, so the lock is already its own
-        when it wakes. Between wake-ups it retries, which renews its waiter lease.
+        else queues this waiter; then the waiter waits on the name's grant channel for a
+        message tagged with its token's hash (:meth:`FairKeys.tag`), which the release ahead
+        of it publishes with the fencing token, so the lock is already its own when it
+        wakes. Between wake-ups it retries, which renews its waiter lease. A message
+        ``<tag>|0`` (MultiLock's release of the name, :data:`WAKE`) makes it try again at
+        once.
+
+        A grant message is trusted only if its fencing token is above the counter the
+        waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
+        so the lock is this waiter's until its lease, counted from the try, ends. (An older
+        grant, seen late, may be of a hold that ended before that try: the try said busy.)
+        The counter is the name's hash slot's, shared with the other names of the slot, so
+        it also rises between grants of this name; that does not weaken the check: a grant
+        to this waiter issued after the try takes its token from the same counter with INCR,
+        so its fence is above every value the counter had before, the one the try saw too.
 
         With ``replicas=k`` (or a tracked master) the first try goes out with WAIT (a lock
         it takes is confirmed by it); every other grant is confirmed by one more round
@@ -97,7 +109,7 @@ class FairCore(LockCore):
         deadline = None if wait is None else start + wait
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
-        grant = self.fkeys.grant(token)
+        tag = self.fkeys.tag(token)
         queued = False
         first = True
         try:
@@ -129,6 +141,7 @@ class FairCore(LockCore):
                 if status != "busy":
                     raise UnexpectedReplyError(f"fair acquire replied {reply!r}")
                 pttl = as_int(reply[1])
+                seen = as_int(reply[2]) if len(reply) > 2 else 0
                 if pttl == -1:
                     raise no_ttl(self.fkeys.lock)
                 queued = waiter_ms > 0
@@ -144,16 +157,17 @@ class FairCore(LockCore):
                 longest = min(self.recheck_interval, self.waiter_lease / 3.0)
                 block = self._pause(longest, pttl, deadline, now)
                 try:
-                    popped = yield BlockPop(grant, block)
+                    got = yield Wait(self.fkeys.grant, tag, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)
                     raise
-                if popped is not None and as_int(popped[1]) != WAKE:  # granted to us
+                fence = _granted_fence(got, tag)
+                if fence > seen:  # the release ahead of us granted us the lock
                     # The lease estimate starts when the try above was SENT: the grant ran
-                    # after that try (had it run before, the try would have found the lock
-                    # ours), whereas it may have run before this BLPOP was sent.
-                    if (yield from self._held(token, as_int(popped[1]), sent, self.lease_ms)):
+                    # after that try (its fence is above the counter the try saw), whereas
+                    # it may have run before this Wait began.
+                    if (yield from self._held(token, fence, sent, self.lease_ms)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
         finally:
@@ -204,10 +218,10 @@ class FairCore(LockCore):
     def _ending(self, op: str, token: str) -> Eval:
         """fair.lua's ``op`` (release or force) with Lock's done key (a release sent again
         after a lost reply answers "ok" even though the lock was handed on meanwhile) and
-        MultiLock's waiters marker and wake list (a waiting MultiLock is woken)."""
+        MultiLock's waiters marker and wake channel (a waiting MultiLock is woken)."""
         base = self._fair(op, token)
         keys = (*base.keys, self.keys.done, self.keys.wait, self.keys.wake)
-        return Eval(base.script, keys, (*base.args, DONE_MS, self.wake_ms))
+        return Eval(base.script, keys, (*base.args, DONE_MS))
 
     def _release_op(self, token: str) -> Eval:
         return self._ending("release", token)
@@ -223,3 +237,14 @@ class FairCore(LockCore):
         """Operator override: delete the lock whoever holds it and grant the next waiter
         (and wake a waiting MultiLock)."""
         return as_int((yield self._ending("force", "")))
+
+
+def _granted_fence(payload: str | None, tag: str) -> int:
+    """The fencing token of a grant message ``<tag>|<fence>`` for ``tag``; :data:`WAKE` (0)
+    for anything else (a wake-up without a grant ``<tag>|0``, a plain wake-up, a timeout)."""
+    if payload is None:
+        return WAKE
+    head, bar, fence = payload.partition("|")
+    if not bar or head != tag or not fence.isdigit():
+        return WAKE
+    return int(fence)

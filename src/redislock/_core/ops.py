@@ -27,7 +27,6 @@ from redislock.errors import KindConflictError, NoPermissionError, UnexpectedRep
 __all__ = [
     "Acked",
     "Batch",
-    "BlockPop",
     "Call",
     "Eval",
     "FanOut",
@@ -36,6 +35,7 @@ __all__ = [
     "Op",
     "Replicated",
     "Sleep",
+    "Wait",
     "acked",
     "as_int",
     "as_str",
@@ -57,10 +57,19 @@ class Eval(NamedTuple):
     args: tuple[str | int, ...]
 
 
-class BlockPop(NamedTuple):
-    """``BLPOP key timeout``: wait for a wake-up; ``timeout`` is seconds, always > 0."""
+class Wait(NamedTuple):
+    """Wait for a wake-up on the process's shared wake-up channel (no pooled connection;
+    see :mod:`redislock._core.wake`).
 
-    key: str
+    The reply is the payload of a message on ``channel`` whose part before the first ``|``
+    is ``match`` (any message if ``match`` is None; a plain ``*`` matches every ``match``)
+    published after the flow's PREVIOUS operation was sent; None after ``timeout`` seconds
+    (always > 0), or at once when a wake-up may have been missed (the subscription is only
+    just live, or its connection failed): the flow then checks again.
+    """
+
+    channel: str
+    match: str | None
     timeout: float
 
 
@@ -124,7 +133,7 @@ class Acked(NamedTuple):
     """The answering server's ``run_id`` (``INFO server``); "" if not asked or not given."""
 
 
-Op: TypeAlias = Eval | BlockPop | Call | FanOut | Sleep | Replicated
+Op: TypeAlias = Eval | Wait | Call | FanOut | Sleep | Replicated
 Flow: TypeAlias = Generator[Op, Any, T]
 
 
@@ -377,7 +386,7 @@ def _parts(reply: object, n: int) -> list[object]:
 class Batch(Generic[T]):
     """Several flows driven side by side: each step sends the next operation of every
     unfinished flow in one pipelined round trip (used by the watchdogs to renew many leases
-    at once). Flows must not block (no :class:`BlockPop`).
+    at once). Flows must not block (no :class:`Wait`).
 
     With ``merge`` (a plain Redis client: one node, so keys of any slots may share a
     script), the step's Lock renewals (``lock_extend`` "max" on one key) go as ONE
@@ -409,7 +418,7 @@ class Batch(Generic[T]):
         except Exception as exc:  # the flow raised: its result is the error
             self.results[i] = exc
             return
-        if isinstance(op, BlockPop | Sleep):
+        if isinstance(op, Wait | Sleep):
             raise TypeError("a batched flow may not block")
         self.pending.append((i, flow, op))
 

@@ -128,7 +128,7 @@ class RedlockCore(LockCore):
     def from_quorum(cls, labels: tuple[str, ...], name: Any, options: QuorumOptions) -> Self:
         """Validate ``name`` and build the core over masters ``labels`` with the validated
         ``options``."""
-        core = cls.from_options(name, options, socket_timeout=None)
+        core = cls.from_options(name, options)
         core.labels = labels
         core.memories = tuple(MasterMemory() for _ in labels)
         core.quorum = len(labels) // 2 + 1

@@ -104,10 +104,11 @@ class Lock(Lease):
 
         One round trip when nobody is queued: a script sets the key with a fresh token and
         PX TTL only if absent, and issues the next fencing token. Otherwise the same script
-        queues this waiter, which blocks (BLPOP on its own grant list) until a release
-        grants it the lock, retrying at least every ``recheck_interval`` seconds (at most a
-        third of its waiter lease) to renew its place. A waiter that gives up or is
-        cancelled leaves the queue.
+        queues this waiter, which waits for a release to grant it the lock (a message on
+        the name's grant channel, which all the waiters of the process share on one
+        connection: waiting holds no pooled connection), retrying at least every
+        ``recheck_interval`` seconds (at most a third of its waiter lease) to renew its
+        place. A waiter that gives up or is cancelled leaves the queue.
 
         Args:
             blocking: False for a single try.

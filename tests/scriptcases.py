@@ -263,16 +263,11 @@ def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
     return [(("EXISTS", key), GONE) for key in keys]
 
 
-def fair_args(
-    op: str,
-    token: str = TOKEN,
-    lease_ms: int | str = "",
-    meta: str = "",
-    waiter_ms: int | str = "",
-    queue_max: int | str = "",
-) -> tuple[Arg, ...]:
-    """fair.lua's ARGV, laid out as ``FairCore._fair`` lays it out."""
-    return (op, token, lease_ms, meta, waiter_ms, queue_max, F.grant_prefix)
+def fair_args(op: str, token: str = TOKEN, *own: Arg) -> tuple[Arg, ...]:
+    """fair.lua's ARGV, laid out as ``FairCore`` lays it out: the op, the token, then the
+    op's own arguments (acquire: lease_ms, meta, waiter_ms, queue_max; release and force:
+    done_ms, wake_ms; cancel: none)."""
+    return (op, token, *own)
 
 
 def facq(

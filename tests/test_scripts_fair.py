@@ -308,6 +308,16 @@ CASES = [
         ],
     ),
     Case(
+        "fair-release-with-every-key-finds-the-queue",  # the fast path's one EXISTS sees it
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS, WAKE_MS),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3)],
+        after=[*granted(OTHER, 4, 8000), *absent(K.wake), (("GET", K.done), TOKEN)],
+        extra=(F.grant(OTHER),),
+    ),
+    Case(
         "fair-release-grants-and-wakes-a-waiting-multilock",
         "fair",
         FULL,
@@ -516,12 +526,13 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     """The fair cases call the script exactly as FairCore does."""
     base = base_core()
     fair_core = FairCore.from_base(base, 1.0, 10)
-    op = fair_core._fair("acquire", TOKEN, 10000, META, 1000, 10)
+    op = fair_core._acquire_op(TOKEN, META, 1000)
     assert op.script is SCRIPTS["fair"]
     assert op.keys == FAIR
     assert op.args == facq()
-    assert fair_core._fair("release", TOKEN).args == fair_args("release")
-    assert fair_core._fair("force", "").args == fair_args("force", "")
+    assert fair_core._cancel_op(TOKEN).keys == FAIR
+    assert fair_core._cancel_op(TOKEN).args == fair_args("cancel")
     assert fair_core._release_op(TOKEN).keys == FULL
     assert fair_core._release_op(TOKEN).args == (*fair_args("release"), DONE_MS, base.wake_ms)
     assert fair_core._ending("force", "").keys == FULL
+    assert fair_core._ending("force", "").args == (*fair_args("force", ""), DONE_MS, base.wake_ms)

@@ -16,13 +16,13 @@ import contextlib
 import dataclasses
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
-from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
@@ -30,7 +30,6 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_NO_KEYS: Final = FairKeys("", "", "", "", "", "")
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
@@ -46,9 +45,26 @@ class FairCore(LockCore):
     waiter_lease: float = DEFAULT_WAITER_LEASE
     queue_max: int = DEFAULT_QUEUE_MAX
     """Most waiters in the queue; :data:`NO_QUEUE_LIMIT` (0): any number."""
-    fkeys: FairKeys = _NO_KEYS
+    fkeys: FairKeys = field(init=False)
+    """The queue's keys (from ``keys.lock``)."""
     kind: str = "FairLock"
     """The public class, for messages."""
+    _queue_keys: tuple[str, ...] = field(init=False)
+    """fair.lua's KEYS for acquire and cancel (built once per object)."""
+    _end_keys: tuple[str, ...] = field(init=False)
+    """fair.lua's KEYS for release and force: also the done key, MultiLock's marker and
+    wake list."""
+    _queue_head: tuple[bytes, ...] = field(init=False)
+    """EVALSHA's sha, numkeys and :attr:`_queue_keys`, encoded once (see ``Eval.encoded``)."""
+    _end_head: tuple[bytes, ...] = field(init=False)
+    """The same for :attr:`_end_keys`."""
+
+    def __post_init__(self) -> None:
+        k = self.fkeys = FairKeys.of(self.keys.lock)
+        self._queue_keys = (k.lock, k.fence, k.queue, k.leases, k.info)
+        self._end_keys = (*self._queue_keys, self.keys.done, self.keys.wait, self.keys.wake)
+        self._end_head = encoded(_FAIR, self._end_keys)
+        self._queue_head = (self._end_head[0], b"5", *self._end_head[2:7])
 
     @classmethod
     def from_base(
@@ -56,23 +72,17 @@ class FairCore(LockCore):
     ) -> FairCore:
         """A queued core with ``base``'s validated settings (from :meth:`LockCore.create`)."""
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(LockCore)}
-        core = cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
-        core.fkeys = FairKeys.of(base.keys.lock)
-        return core
+        return cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
 
-    def _fair(
-        self,
-        op: str,
-        token: str,
-        lease_ms: str | int = "",
-        meta: str = "",
-        waiter_ms: str | int = "",
-        queue_max: str | int = "",
-    ) -> Eval:
-        """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
-        k = self.fkeys
-        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
-        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info), args)
+    def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
+        """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info; ARGV op,
+        token, lease_ms, meta, waiter_ms, queue_max."""
+        args = ("acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max)
+        return Eval(_FAIR, self._queue_keys, args, self._queue_head)
+
+    def _cancel_op(self, token: str) -> Eval:
+        """fair.lua's cancel: the acquire's KEYS; ARGV op, token."""
+        return Eval(_FAIR, self._queue_keys, ("cancel", token), self._queue_head)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
@@ -97,13 +107,13 @@ class FairCore(LockCore):
         deadline = None if wait is None else start + wait
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
-        grant = self.fkeys.grant(token)
+        grant = ""  # this waiter's grant list, once it waits
         queued = False
         first = True
         try:
             while True:
                 sent = time.monotonic()
-                op = self._fair("acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max)
+                op = self._acquire_op(token, meta, waiter_ms)
                 try:
                     if first:  # with WAIT when tracked (Lock's one round trip)
                         reply, ack = unwrap((yield self._write(op)))
@@ -135,7 +145,7 @@ class FairCore(LockCore):
                 now = time.monotonic()
                 if waiter_ms == 0 or (deadline is not None and now >= deadline):
                     if queued:
-                        reply = yield self._fair("cancel", token)
+                        reply = yield self._cancel_op(token)
                         if as_str(reply[0]) == "ok":  # granted just before we gave up
                             fence, ms = as_int(reply[1]), as_int(reply[2])
                             if (yield from self._held(token, fence, now, ms)):
@@ -143,6 +153,7 @@ class FairCore(LockCore):
                     return self._gave_up(start, now)
                 longest = min(self.recheck_interval, self.waiter_lease / 3.0)
                 block = self._pause(longest, pttl, deadline, now)
+                grant = grant or self.fkeys.grant(token)
                 try:
                     popped = yield BlockPop(grant, block)
                 except Exception:
@@ -204,10 +215,9 @@ class FairCore(LockCore):
     def _ending(self, op: str, token: str) -> Eval:
         """fair.lua's ``op`` (release or force) with Lock's done key (a release sent again
         after a lost reply answers "ok" even though the lock was handed on meanwhile) and
-        MultiLock's waiters marker and wake list (a waiting MultiLock is woken)."""
-        base = self._fair(op, token)
-        keys = (*base.keys, self.keys.done, self.keys.wait, self.keys.wake)
-        return Eval(base.script, keys, (*base.args, DONE_MS, self.wake_ms))
+        MultiLock's waiters marker and wake list (a waiting MultiLock is woken): ARGV op,
+        token, done_ms, wake_ms."""
+        return Eval(_FAIR, self._end_keys, (op, token, DONE_MS, self.wake_ms), self._end_head)
 
     def _release_op(self, token: str) -> Eval:
         return self._ending("release", token)
@@ -215,7 +225,7 @@ class FairCore(LockCore):
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which
         grants the next waiter)."""
-        reply = yield self._fair("cancel", token)
+        reply = yield self._cancel_op(token)
         if as_str(reply[0]) == "ok":
             yield self._release_op(token)
 

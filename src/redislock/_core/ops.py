@@ -39,6 +39,7 @@ __all__ = [
     "acked",
     "as_int",
     "as_str",
+    "encoded",
     "error_flow",
     "no_permission",
     "queue_replicated",
@@ -55,6 +56,16 @@ class Eval(NamedTuple):
     script: Script
     keys: tuple[str, ...]
     args: tuple[str | int, ...]
+    encoded: tuple[bytes, ...] = ()
+    """Optional: EVALSHA's ``sha, numkeys, *keys`` already encoded (:func:`encoded`), built
+    once by a core that sends the same keys many times, so that a single call does not
+    encode them again; () when not given. Only the single-client drivers use it."""
+
+
+def encoded(script: Script, keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    """EVALSHA's ``sha, numkeys, *keys`` for ``script`` and ``keys``, as UTF-8 bytes (what
+    redis-py would send for them), for :attr:`Eval.encoded`."""
+    return (script.sha.encode(), b"%d" % len(keys), *map(str.encode, keys))
 
 
 class BlockPop(NamedTuple):

@@ -15,23 +15,25 @@
 -- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
 -- KEYS[6] done key      release, optional: string "<token>", the last release of this name,
---                       PX ARGV[8] (Lock's done key, see lock_release.lua)
+--                       PX ARGV[3] (Lock's done key, see lock_release.lua)
 -- KEYS[7] waiters key   release, force, optional (with KEYS[6]): MultiLock's marker "some
 --                       client is waiting" (see multi.lua); its presence makes a release
 --                       push one wake-up to KEYS[8]
--- KEYS[8] wake key      with KEYS[7]: list, PX ARGV[9] (MultiLock's waiters BLPOP it)
+-- KEYS[8] wake key      with KEYS[7]: list, PX ARGV[4] (MultiLock's waiters BLPOP it)
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
--- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
--- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
--- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
--- ARGV[6] queue_max     acquire: most waiters the queue takes; 0: no limit
--- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
---                       (a key of the same hash tag; the waiter BLPOPs it). A grant pushes the
---                       fencing token; multi.lua's release pushes "0" (a wake-up: try again)
--- ARGV[8] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
+-- acquire only (each op sends only its own arguments, so the fast paths parse few):
+-- ARGV[3] lease_ms      lease of the lock once held, milliseconds
+-- ARGV[4] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
+-- ARGV[5] waiter_ms     waiter lease, milliseconds; 0 for a single try (never queues)
+-- ARGV[6] queue_max     most waiters the queue takes; 0: no limit
+-- release and force only:
+-- ARGV[3] done_ms       milliseconds the done key (KEYS[6], release) remembers this release:
 --                       the window in which a client may send it again
--- ARGV[9] wake_ttl_ms   with KEYS[7]: how long an unconsumed wake-up stays, milliseconds
+-- ARGV[4] wake_ttl_ms   with KEYS[7]: how long an unconsumed wake-up stays, milliseconds
+-- A waiter's grant list is KEYS[1] .. ":grant:" .. sha1(token)[1..20] (a key of the same
+-- hash tag, FairKeys.grant; the waiter BLPOPs it). A grant pushes the fencing token;
+-- multi.lua's release pushes "0" (a wake-up: try again).
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms}        queued (or, for a single try, not taken); hint_ms bounds
@@ -68,7 +70,7 @@ local function wake_marked()
     if bad(r) then return failed('DEL', r) end
     r = redis.pcall('RPUSH', KEYS[8], '1')
     if bad(r) then return failed('RPUSH', r) end
-    r = redis.pcall('PEXPIRE', KEYS[8], ARGV[9])
+    r = redis.pcall('PEXPIRE', KEYS[8], ARGV[4])
     if bad(r) then
       redis.pcall('DEL', KEYS[8])  -- undo: never a wake list without a TTL
       return failed('PEXPIRE', r)
@@ -106,13 +108,26 @@ elseif op == 'release' then
   local v = redis.pcall('GET', KEYS[1])
   if bad(v) then return failed('GET', v) end
   if mine(v) then
-    local q = redis.pcall('EXISTS', KEYS[3])
+    -- one EXISTS for the queue and MultiLock's marker: usually neither is there
+    local q
+    if KEYS[7] then
+      q = redis.pcall('EXISTS', KEYS[3], KEYS[7])
+    else
+      q = redis.pcall('EXISTS', KEYS[3])
+    end
     if bad(q) then return failed('EXISTS', q) end
+    if q > 0 and KEYS[7] then  -- which one: only the marker keeps the fast path
+      q = redis.pcall('EXISTS', KEYS[3])
+      if bad(q) then return failed('EXISTS', q) end
+      if q == 0 then
+        local r = wake_marked()
+        if r then return r end
+      end
+    end
     if q == 0 then
-      local r = wake_marked()
-      if r then return r end
+      local r
       if KEYS[6] then
-        r = redis.pcall('SET', KEYS[6], token, 'PX', ARGV[8])
+        r = redis.pcall('SET', KEYS[6], token, 'PX', ARGV[3])
         if bad(r) then return failed('SET', r) end
       end
       r = redis.pcall('DEL', KEYS[1])
@@ -127,7 +142,7 @@ elseif op == 'release' then
 end
 
 local function grant_key(tok)
-  return grant_list(ARGV[7], tok)
+  return grant_list(KEYS[1] .. ':grant:', tok)
 end
 
 -- ACL (docs/acl.md): each command this script may run on each key it declares (and on a
@@ -255,7 +270,7 @@ if op == 'release' then
   if r then return r end
   redis.call('DEL', KEYS[1])
   if KEYS[6] then
-    redis.call('SET', KEYS[6], token, 'PX', ARGV[8])
+    redis.call('SET', KEYS[6], token, 'PX', ARGV[3])
   end
   r = grant_next()
   if r ~= true and r ~= false then return r end

@@ -270,6 +270,22 @@ def fair_args(op: str, token: str = TOKEN, *own: Arg) -> tuple[Arg, ...]:
     return (op, token, *own)
 
 
+def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
+    """Script arguments as redis-py puts them on the wire: bytes as they are, a str in
+    UTF-8, an int in decimal (a core may encode its constant arguments once)."""
+    out: list[bytes] = []
+    for a in args:
+        if isinstance(a, bytes):
+            out.append(a)
+        elif isinstance(a, str):
+            out.append(a.encode())
+        elif isinstance(a, int):
+            out.append(b"%d" % a)
+        else:
+            raise TypeError(f"not a script argument: {a!r}")
+    return tuple(out)
+
+
 def facq(
     token: str = TOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
 ) -> tuple[Arg, ...]:

@@ -27,7 +27,6 @@ from tests.test_scripts_multi import CASES as MULTI_CASES
 
 SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith("_"))
-ACL_PART = (SCRIPT_DIR / "_acl.lua").read_bytes()  # included where a script says so
 NAMES = sorted(SCRIPTS)
 CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
 
@@ -62,7 +61,9 @@ def test_every_lua_file_is_loaded_and_vice_versa() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_script_object_matches_its_file(name: str) -> None:
     script = SCRIPTS[name]
-    raw = (SCRIPT_DIR / f"{name}.lua").read_bytes().replace(b"-- include: _acl.lua\n", ACL_PART)
+    raw = (SCRIPT_DIR / f"{name}.lua").read_bytes()
+    for part in sorted(SCRIPT_DIR.glob("_*.lua")):  # the shared parts, where included
+        raw = raw.replace(b"-- include: %s\n" % part.name.encode(), part.read_bytes())
     assert script.name == name
     assert script.source.encode("utf-8") == raw
     assert not re.search(rb"^-- include: ", raw, re.M)  # every include expanded
@@ -123,7 +124,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_release": ["wake_ttl_ms", "done_ms"],
         "lock_force_release": ["wake_ttl_ms"],
         "hold": ["ms", "marker_ms", "wake_ms", "done_ms"],
-        "fair": ["lease_ms", "waiter_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "done_ms", "wake_ttl_ms"],
         "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
@@ -147,10 +148,11 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
         if command.upper() == "TIME":  # no key
             continue
         if name == "fair" and first.strip() == "g":
-            # The one documented exception: a waiter's grant list, named from the declared
-            # prefix ARGV[7] (same hash tag, so the same slot) and the waiter's token.
+            # The one documented exception: a waiter's grant list, named from the lock key
+            # KEYS[1] (same hash tag, so the same slot) and the waiter's token (_queue.lua).
             assert "local g = grant_key(" in code
-            assert re.search(r"return ARGV\[7\] \.\. string\.sub\(redis\.sha1hex\(tok\)", code)
+            assert "return grant_list(KEYS[1] .. ':grant:', tok)" in code
+            assert "return prefix .. string.sub(redis.sha1hex(tok), 1, 20)" in code
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are

@@ -37,6 +37,7 @@ from tests.scriptcases import (
     not_queued,
     queue_ttl,
     run_case,
+    sent,
     ttl,
     waiter,
     woken,
@@ -529,10 +530,17 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     op = fair_core._acquire_op(TOKEN, META, 1000)
     assert op.script is SCRIPTS["fair"]
     assert op.keys == FAIR
-    assert op.args == facq()
-    assert fair_core._cancel_op(TOKEN).keys == FAIR
-    assert fair_core._cancel_op(TOKEN).args == fair_args("cancel")
-    assert fair_core._release_op(TOKEN).keys == FULL
-    assert fair_core._release_op(TOKEN).args == (*fair_args("release"), DONE_MS, base.wake_ms)
-    assert fair_core._ending("force", "").keys == FULL
-    assert fair_core._ending("force", "").args == (*fair_args("force", ""), DONE_MS, base.wake_ms)
+    assert sent(op.args) == sent(facq())
+    assert op.encoded == (op.script.sha.encode(), b"5", *sent(FAIR))  # the keys, pre-encoded
+    single = fair_core._acquire_op(TOKEN, META, 0)  # a single try: waiter_ms 0
+    assert sent(single.args) == sent(facq(waiter_ms=0))
+    cancel = fair_core._cancel_op(TOKEN)
+    assert (cancel.keys, cancel.encoded) == (FAIR, op.encoded)
+    assert sent(cancel.args) == sent(fair_args("cancel"))
+    release = fair_core._release_op(TOKEN)
+    assert release.keys == FULL
+    assert sent(release.args) == sent((*fair_args("release"), DONE_MS, base.wake_ms))
+    assert release.encoded == (op.script.sha.encode(), b"8", *sent(FULL))
+    force = fair_core._ending("force", "")
+    assert force.keys == FULL
+    assert sent(force.args) == sent((*fair_args("force", ""), DONE_MS, base.wake_ms))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,12 +31,25 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
+_END_OPS: Final = {"release": b"release", "force": b"force"}
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
 """What a waiter pops from its grant list when it was woken without a grant (multi.lua's
 release of a name it waits for): it tries again at once. A grant pops the fencing token
 (>= 1)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _encoded_args(
+    lease_ms: int, waiter_lease: float, queue_max: int, wake_ms: int
+) -> tuple[tuple[bytes, bytes, bytes], tuple[bytes, bytes]]:
+    """FairCore's constant ARGV, encoded (shared by the cores of equal settings)."""
+    waiter_ms = validate.to_ms(waiter_lease)
+    return (
+        (b"%d" % lease_ms, b"%d" % waiter_ms, b"%d" % queue_max),
+        (b"%d" % DONE_MS, b"%d" % wake_ms),
+    )
 
 
 @dataclass(slots=True)
@@ -58,6 +72,10 @@ class FairCore(LockCore):
     """EVALSHA's sha, numkeys and :attr:`_queue_keys`, encoded once (see ``Eval.encoded``)."""
     _end_head: tuple[bytes, ...] = field(init=False)
     """The same for :attr:`_end_keys`."""
+    _acquire_args: tuple[bytes, bytes, bytes] = field(init=False)
+    """lease_ms, waiter_ms (of a waiter that queues) and queue_max, encoded once."""
+    _end_args: tuple[bytes, bytes] = field(init=False)
+    """done_ms and wake_ms, encoded once."""
 
     def __post_init__(self) -> None:
         k = self.fkeys = FairKeys.of(self.keys.lock)
@@ -65,6 +83,9 @@ class FairCore(LockCore):
         self._end_keys = (*self._queue_keys, self.keys.done, self.keys.wait, self.keys.wake)
         self._end_head = encoded(_FAIR, self._end_keys)
         self._queue_head = (self._end_head[0], b"5", *self._end_head[2:7])
+        self._acquire_args, self._end_args = _encoded_args(
+            self.lease_ms, self.waiter_lease, self.queue_max, self.wake_ms
+        )
 
     @classmethod
     def from_base(
@@ -76,13 +97,16 @@ class FairCore(LockCore):
 
     def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
         """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info; ARGV op,
-        token, lease_ms, meta, waiter_ms, queue_max."""
-        args = ("acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max)
+        token, lease_ms, meta, waiter_ms (0: a single try; else this core's waiter lease),
+        queue_max. The constant ones go as bytes, encoded once (redis-py sends bytes as
+        they are)."""
+        lease, waiter, most = self._acquire_args
+        args = (b"acquire", token, lease, meta, waiter if waiter_ms else b"0", most)
         return Eval(_FAIR, self._queue_keys, args, self._queue_head)
 
     def _cancel_op(self, token: str) -> Eval:
         """fair.lua's cancel: the acquire's KEYS; ARGV op, token."""
-        return Eval(_FAIR, self._queue_keys, ("cancel", token), self._queue_head)
+        return Eval(_FAIR, self._queue_keys, (b"cancel", token), self._queue_head)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
@@ -128,6 +152,9 @@ class FairCore(LockCore):
                     if ack is not None:  # our own write, acknowledged (or undone: raises)
                         run_id = yield from self._granted(token, ack)
                         self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), run_id)
+                        return self._won(start)
+                    if not self.track_master:  # nothing to confirm (see _held)
+                        self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), "")
                         return self._won(start)
                     if (yield from self._held(token, as_int(reply[1]), sent, as_int(reply[2]))):
                         return self._won(start)
@@ -217,7 +244,8 @@ class FairCore(LockCore):
         after a lost reply answers "ok" even though the lock was handed on meanwhile) and
         MultiLock's waiters marker and wake list (a waiting MultiLock is woken): ARGV op,
         token, done_ms, wake_ms."""
-        return Eval(_FAIR, self._end_keys, (op, token, DONE_MS, self.wake_ms), self._end_head)
+        args = (_END_OPS.get(op, op), token, *self._end_args)
+        return Eval(_FAIR, self._end_keys, args, self._end_head)
 
     def _release_op(self, token: str) -> Eval:
         return self._ending("release", token)

@@ -55,7 +55,7 @@ class Eval(NamedTuple):
 
     script: Script
     keys: tuple[str, ...]
-    args: tuple[str | int, ...]
+    args: tuple[str | int | bytes, ...]
     encoded: tuple[bytes, ...] = ()
     """Optional: EVALSHA's ``sha, numkeys, *keys`` already encoded (:func:`encoded`), built
     once by a core that sends the same keys many times, so that a single call does not
@@ -443,7 +443,7 @@ class Batch(Generic[T]):
             op = ops[k]
             assert isinstance(op, Eval)
             keys.append(op.keys[0])
-            pairs.append(f"{op.args[0]} {op.args[1]}")
+            pairs.append(f"{op.args[0]!s} {op.args[1]!s}")  # a token and a number (str, int)
         taken = set(carried)
         rest = [k for k in range(len(ops)) if k not in taken]
         self._groups = [carried, *([k] for k in rest)]

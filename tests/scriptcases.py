@@ -273,16 +273,27 @@ def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
     ]
 
 
-def fair_args(
-    op: str,
-    token: str = TOKEN,
-    lease_ms: int | str = "",
-    meta: str = "",
-    waiter_ms: int | str = "",
-    queue_max: int | str = "",
-) -> tuple[Arg, ...]:
-    """fair.lua's ARGV, laid out as ``FairCore._fair`` lays it out."""
-    return (op, token, lease_ms, meta, waiter_ms, queue_max, F.grant)
+def fair_args(op: str, token: str = TOKEN, *own: Arg) -> tuple[Arg, ...]:
+    """fair.lua's ARGV, laid out as ``FairCore`` lays it out: the op, the token, then the
+    op's own arguments (acquire: lease_ms, meta, waiter_ms, queue_max; release and force:
+    done_ms; cancel: none)."""
+    return (op, token, *own)
+
+
+def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
+    """Script arguments as redis-py puts them on the wire: bytes as they are, a str in
+    UTF-8, an int in decimal (a core may encode its constant arguments once)."""
+    out: list[bytes] = []
+    for a in args:
+        if isinstance(a, bytes):
+            out.append(a)
+        elif isinstance(a, str):
+            out.append(a.encode())
+        elif isinstance(a, int):
+            out.append(b"%d" % a)
+        else:
+            raise TypeError(f"not a script argument: {a!r}")
+    return tuple(out)
 
 
 def facq(

@@ -94,7 +94,6 @@ def enqueue_ghost(admin: redis.Redis, name: str, waiter_ms: int = 500) -> str:
         "ghost|1|0",
         waiter_ms,
         10_000,
-        keys.grant,
     )
     assert reply[0] == "busy"
     return token

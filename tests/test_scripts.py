@@ -15,6 +15,7 @@ import redis
 import redis.crc
 
 import redislock
+from redislock._core.keys import GRANT_SUFFIX
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
 from tests.scriptcases import norm
@@ -183,8 +184,10 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     for command, first in calls:
         if command.upper() == "TIME":  # no key
             continue
-        if name == "fair" and command.upper() == "PUBLISH" and first.strip() == "ARGV[7]":
-            # Not a key: the grant channel, declared as ARGV[7] (see redislock._core.keys).
+        if name == "fair" and command.upper() == "PUBLISH" and first.strip() == "grant":
+            # Not a key: the name's grant channel, its lock key KEYS[1] and GRANT_SUFFIX.
+            assert "local grant = KEYS[1] .. ':grant'" in code
+            assert GRANT_SUFFIX == ":grant"
             continue
         if name == "multi" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
             # Not a key: a freed name's grant channel, its lock key (KEYS) and ARGV[10].

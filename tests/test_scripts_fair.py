@@ -36,6 +36,7 @@ from tests.scriptcases import (
     not_queued,
     queue_ttl,
     run_case,
+    sent,
     ttl,
     waiter,
     woken,
@@ -323,6 +324,15 @@ CASES = [
         ],
     ),
     Case(
+        "fair-release-with-every-key-finds-the-queue",  # the fast path's one EXISTS sees it
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3)],
+        after=[*granted(OTHER, 4, 8000), *absent(K.wake), (("GET", K.done), TOKEN)],
+    ),
+    Case(
         "fair-release-grants-and-wakes-a-waiting-multilock",
         "fair",
         FULL,
@@ -562,12 +572,20 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     """The fair cases call the script exactly as FairCore does."""
     base = base_core()
     fair_core = FairCore.from_base(base, 1.0, 10)
-    op = fair_core._fair("acquire", TOKEN, 10000, META, 1000, 10)
+    op = fair_core._acquire_op(TOKEN, META, 1000)
     assert op.script is SCRIPTS["fair"]
     assert op.keys == FAIR
-    assert op.args == facq()
-    assert fair_core._fair("release", TOKEN).args == fair_args("release")
-    assert fair_core._fair("force", "").args == fair_args("force", "")
-    assert fair_core._release_op(TOKEN).keys == FULL
-    assert fair_core._release_op(TOKEN).args == (*fair_args("release"), DONE_MS)
-    assert fair_core._ending("force", "").keys == FULL
+    assert sent(op.args) == sent(facq())
+    assert op.encoded == (op.script.sha.encode(), b"6", *sent(FAIR))  # the keys, pre-encoded
+    single = fair_core._acquire_op(TOKEN, META, 0)  # a single try: waiter_ms 0
+    assert sent(single.args) == sent(facq(waiter_ms=0))
+    cancel = fair_core._cancel_op(TOKEN)
+    assert (cancel.keys, cancel.encoded) == (FAIR, op.encoded)
+    assert sent(cancel.args) == sent(fair_args("cancel"))
+    release = fair_core._release_op(TOKEN)
+    assert release.keys == FULL
+    assert sent(release.args) == sent((*fair_args("release"), DONE_MS))
+    assert release.encoded == (op.script.sha.encode(), b"9", *sent(FULL))
+    force = fair_core._ending("force", "")
+    assert force.keys == FULL
+    assert sent(force.args) == sent((*fair_args("force", ""), DONE_MS))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import redis.asyncio.cluster
 import redis.asyncio.sentinel
@@ -37,6 +37,7 @@ _SENTINEL_POOLS = (
     redis.asyncio.sentinel.SentinelConnectionPool,
 )
 _CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+CoreT = TypeVar("CoreT", bound=LockCore)
 
 
 def is_cluster(client: Any) -> bool:
@@ -125,10 +126,18 @@ class Handle:
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
         """The core of a new object (raises :class:`LockConfigError`): ``options`` are the
         validated options, ``args`` a kind's further positional arguments (permits)."""
-        core = LockCore.from_options(
+        return self._new_core(LockCore, client, name, options)
+
+    def _new_core(
+        self, cls: type[CoreT], client: Any, name: Any, options: Any, **extra: Any
+    ) -> CoreT:
+        """A core of type ``cls`` for ``client`` over the validated ``options``; ``extra``
+        holds the subclass's own (validated) fields (raises :class:`LockConfigError`)."""
+        core = cls.from_options(
             name,
             options,
             sentinel=isinstance(getattr(client, "connection_pool", None), _SENTINEL_POOLS),
+            **extra,
         )
         if core.replicas and is_cluster(client):
             raise LockConfigError(

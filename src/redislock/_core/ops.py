@@ -39,6 +39,7 @@ __all__ = [
     "acked",
     "as_int",
     "as_str",
+    "encoded",
     "error_flow",
     "no_permission",
     "queue_replicated",
@@ -54,7 +55,17 @@ class Eval(NamedTuple):
 
     script: Script
     keys: tuple[str, ...]
-    args: tuple[str | int, ...]
+    args: tuple[str | int | bytes, ...]
+    encoded: tuple[bytes, ...] = ()
+    """Optional: EVALSHA's ``sha, numkeys, *keys`` already encoded (:func:`encoded`), built
+    once by a core that sends the same keys many times, so that a single call does not
+    encode them again; () when not given. Only the single-client drivers use it."""
+
+
+def encoded(script: Script, keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    """EVALSHA's ``sha, numkeys, *keys`` for ``script`` and ``keys``, as UTF-8 bytes (what
+    redis-py would send for them), for :attr:`Eval.encoded`."""
+    return (script.sha.encode(), b"%d" % len(keys), *map(str.encode, keys))
 
 
 class Wait(NamedTuple):
@@ -441,7 +452,7 @@ class Batch(Generic[T]):
             op = ops[k]
             assert isinstance(op, Eval)
             keys.append(op.keys[0])
-            pairs.append(f"{op.args[0]} {op.args[1]}")
+            pairs.append(f"{op.args[0]!s} {op.args[1]!s}")  # a token and a number (str, int)
         taken = set(carried)
         rest = [k for k in range(len(ops)) if k not in taken]
         self._groups = [carried, *([k] for k in rest)]

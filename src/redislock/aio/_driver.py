@@ -59,6 +59,8 @@ async def _perform(client: Any, op: Op) -> Any:
         n = len(op.keys)
         try:
             try:
+                if op.encoded:  # the same EVALSHA, its keys encoded once by the core
+                    return await client.execute_command("EVALSHA", *op.encoded, *op.args)
                 return await client.evalsha(op.script.sha, n, *op.keys, *op.args)
             except NoScriptError:
                 # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.

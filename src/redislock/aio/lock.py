@@ -9,7 +9,6 @@ from typing import Any, Self, Unpack
 from redislock._core.fair import NO_QUEUE_LIMIT, FairCore
 from redislock._core.lock import LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
-from redislock._handle import Holder
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.aio._lease import AsyncLease
@@ -99,8 +98,15 @@ class AsyncLock(AsyncLease):
         AsyncLease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        base = Holder._make_core(self, client, name, options)
-        return FairCore.from_base(base, DEFAULT_WAITER_LEASE, NO_QUEUE_LIMIT, "Lock")
+        return self._new_core(
+            FairCore,
+            client,
+            name,
+            options,
+            waiter_lease=DEFAULT_WAITER_LEASE,
+            queue_max=NO_QUEUE_LIMIT,
+            kind="Lock",
+        )
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.

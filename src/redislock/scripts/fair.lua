@@ -18,7 +18,7 @@
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
 -- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
 -- KEYS[7] done key      release, optional: string "<token>", the last release of this name,
---                       PX ARGV[8] (Lock's done key, see lock_release.lua)
+--                       PX ARGV[3] (Lock's done key, see lock_release.lua)
 -- KEYS[8] waiters key   release, force, optional (with KEYS[7]): MultiLock's marker "some
 --                       client is waiting" (see multi.lua); its presence makes a release
 --                       publish one wake-up to KEYS[9]
@@ -26,15 +26,18 @@
 --                       on it, see lock_release.lua); declared as a key, never written as one
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
--- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
--- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
--- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
--- ARGV[6] queue_max     acquire: most waiters the queue takes; 0: no limit
--- ARGV[7] grant channel "P{N}:grant": a grant PUBLISHes "<tag>|<fence>" to it, where tag =
---                       sha1(token)[1..20] of the waiter granted (see _queue.lua);
---                       multi.lua's release publishes "<tag>|0" (a wake-up: try again now)
--- ARGV[8] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
+-- acquire only (each op sends only its own arguments, so the fast paths parse few):
+-- ARGV[3] lease_ms      lease of the lock once held, milliseconds
+-- ARGV[4] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
+-- ARGV[5] waiter_ms     waiter lease, milliseconds; 0 for a single try (never queues)
+-- ARGV[6] queue_max     most waiters the queue takes; 0: no limit
+-- release and force only:
+-- ARGV[3] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
+-- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
+-- channel, not a key): a grant PUBLISHes "<tag>|<fence>" to it, where tag = sha1(token)[1..20]
+-- of the waiter granted (see _queue.lua); multi.lua's release publishes "<tag>|0" (a
+-- wake-up: try again now).
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
@@ -110,13 +113,26 @@ elseif op == 'release' then
   local v = redis.pcall('GET', KEYS[1])
   if bad(v) then return failed('GET', v) end
   if mine(v) then
-    local q = redis.pcall('EXISTS', KEYS[3])
+    -- one EXISTS for the queue and MultiLock's marker: usually neither is there
+    local q
+    if KEYS[8] then
+      q = redis.pcall('EXISTS', KEYS[3], KEYS[8])
+    else
+      q = redis.pcall('EXISTS', KEYS[3])
+    end
     if bad(q) then return failed('EXISTS', q) end
+    if q > 0 and KEYS[8] then  -- which one: only the marker keeps the fast path
+      q = redis.pcall('EXISTS', KEYS[3])
+      if bad(q) then return failed('EXISTS', q) end
+      if q == 0 then
+        local r = wake_marked()
+        if r then return r end
+      end
+    end
     if q == 0 then
-      local r = wake_marked()
-      if r then return r end
+      local r
       if KEYS[7] then
-        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[8])
+        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[3])
         if bad(r) then return failed('SET', r) end
       end
       r = redis.pcall('DEL', KEYS[1])
@@ -130,6 +146,8 @@ elseif op == 'release' then
   end
 end
 
+local grant = KEYS[1] .. ':grant'  -- the name's grant channel (see above)
+
 -- ACL (docs/acl.md): each command this script may run on each key it declares (and on the
 -- grant channel) is checked before anything is read or written, so a refused one makes the
 -- call answer "NOPERM redislock: <COMMAND> ..." having changed nothing (Redis >= 7).
@@ -141,7 +159,7 @@ do
     {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
     {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
-    {ARGV[7], {'PUBLISH'}},
+    {grant, {'PUBLISH'}},
   }
   if KEYS[7] then uses[#uses + 1] = {KEYS[7], {'GET', 'SET'}} end
   if KEYS[8] then
@@ -193,7 +211,7 @@ local function grant_next()
   if no then return failed(no, fence) end
   redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   forget(head)
-  redis.call('PUBLISH', ARGV[7], grant_tag(head) .. '|' .. fence)
+  redis.call('PUBLISH', grant, grant_tag(head) .. '|' .. fence)
   settle()
   return true
 end
@@ -263,7 +281,7 @@ if op == 'release' then
   if r then return r end
   redis.call('DEL', KEYS[1])
   if KEYS[7] then
-    redis.call('SET', KEYS[7], token, 'PX', ARGV[8])
+    redis.call('SET', KEYS[7], token, 'PX', ARGV[3])
   end
   r = grant_next()
   if r ~= true and r ~= false then return r end

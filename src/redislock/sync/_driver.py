@@ -61,6 +61,8 @@ def _perform(client: Any, op: Op) -> Any:
         n = len(op.keys)
         try:
             try:
+                if op.encoded:  # the same EVALSHA, its keys encoded once by the core
+                    return client.execute_command("EVALSHA", *op.encoded, *op.args)
                 return client.evalsha(op.script.sha, n, *op.keys, *op.args)
             except NoScriptError:
                 # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.

@@ -11,7 +11,6 @@ from typing import Any, Self, Unpack
 from redislock._core.fair import NO_QUEUE_LIMIT, FairCore
 from redislock._core.lock import LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
-from redislock._handle import Holder
 from redislock.errors import AcquireTimeoutError
 from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
@@ -96,8 +95,15 @@ class Lock(Lease):
         Lease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        base = Holder._make_core(self, client, name, options)
-        return FairCore.from_base(base, DEFAULT_WAITER_LEASE, NO_QUEUE_LIMIT, "Lock")
+        return self._new_core(
+            FairCore,
+            client,
+            name,
+            options,
+            waiter_lease=DEFAULT_WAITER_LEASE,
+            queue_max=NO_QUEUE_LIMIT,
+            kind="Lock",
+        )
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.

@@ -65,6 +65,14 @@ def subscribers(admin: redis.Redis, channel: str) -> int:
     return int(reply[0][1])
 
 
+@pytest.fixture
+def redis_server(spawn_server: Callable[..., RedisProcess]) -> RedisProcess:
+    """A server of this test's own, so CLIENT LIST and PUBSUB counts see only this test's
+    clients (on the suite's shared server, other tests' idle wake-up channels linger for
+    seconds and their clients' pooled connections stay open)."""
+    return spawn_server()
+
+
 # ------------------------------------------------------------------ one name, many waiters
 
 

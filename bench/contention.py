@@ -68,9 +68,17 @@ Metrics (the "window" is [start Event, start + --seconds]):
 Below the table, one line per row: the commands the processes sent per acquisition,
 counted on the client (a redis.Redis subclass that only counts, about 1 µs per command):
 EVALSHA by redislock script name (and operation), SET NX, BLPOP split into "woke" (got an
-element) and "timed out"; the failed tries per acquisition (acquire attempts that found
-the lock taken); client and server CPU µs per acquisition; and the re-acquire gap p50/p99
-(next.t_got - prev.t_rel when the same process took the lock again while others waited).
+element) and "timed out" (the peers that block in BLPOP); for redislock, whose waiters wait
+on one shared pub/sub connection per process instead (no pooled connection, no request per
+wait), what that connection sent ("SUBSCRIBE", "UNSUBSCRIBE": requests the server reads,
+in requests/acq too) and the messages the server pushed to it ("pub/sub message": every
+message on a channel the process listens on, a grant for another waiter of the same process
+included; a push, not a request, so not in requests/acq, but its PUBLISH is in server
+cmds/acq), and how each wait ended ("wait: message" woke with a message for it, "wait:
+none" ended by its timeout or by a re-check of a subscription only just live); the failed
+tries per acquisition (acquire attempts that found the lock taken); client and server CPU
+µs per acquisition; and the re-acquire gap p50/p99 (next.t_got - prev.t_rel when the same
+process took the lock again while others waited).
 
 Rows: redislock Lock, redislock FairLock (skipped with a message if this build has no
 FairLock), redis-py Lock with sleep=0.1 (its default) and sleep=0.001, python-redis-lock,
@@ -177,13 +185,53 @@ class BenchError(RuntimeError):
 # --------------------------------------------------------------------------- workers
 
 
+class CountingPubSub(redis.client.PubSub):
+    """The PubSub redislock's wake-up channel (its hub) opens on a :class:`CountingRedis`:
+    counts the commands it sends (SUBSCRIBE, UNSUBSCRIBE) and the messages the server pushes
+    to it, in a tally of its own (the hub reads in a thread of its own)."""
+
+    def __init__(self, *args: Any, tally: Counter[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tally = tally
+
+    def execute_command(self, *args: Any) -> Any:
+        self.tally[str(args[0]).upper()] += 1
+        base: Any = super()  # redis-py's PubSub is untyped
+        return base.execute_command(*args)
+
+    def handle_message(self, response: Any, ignore_subscribe_messages: bool = False) -> Any:
+        base: Any = super()
+        msg = base.handle_message(response, ignore_subscribe_messages)
+        if msg and msg.get("type") == "message":
+            self.tally["pub/sub message"] += 1
+        return msg
+
+
 class CountingRedis(redis.Redis):
-    """A plain ``redis.Redis`` that counts the commands it sends (and BLPOP outcomes)."""
+    """A plain ``redis.Redis`` that counts the commands it sends (and BLPOP outcomes), and
+    those of its pub/sub connection (:class:`CountingPubSub`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tally: Counter[str] = Counter()
+        self.pubsub_tally: Counter[str] = Counter()
         self._script_names = {s.sha: s.name for s in SCRIPTS.values()}
+
+    def pubsub(self, **kwargs: Any) -> CountingPubSub:
+        return CountingPubSub(
+            self.connection_pool,
+            event_dispatcher=self._event_dispatcher,
+            tally=self.pubsub_tally,
+            **kwargs,
+        )
+
+    def clear(self) -> None:
+        self.tally.clear()
+        self.pubsub_tally.clear()
+
+    def tallies(self) -> dict[str, int]:
+        """Everything counted: the commands, the pub/sub connection's, the waits' ends."""
+        return dict(self.tally + self.pubsub_tally)
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         base: Any = super()  # redis-py's execute_command is untyped
@@ -202,6 +250,25 @@ class CountingRedis(redis.Redis):
             name = "SET NX"
         self.tally[name] += 1
         return reply
+
+
+def count_waits(client: CountingRedis) -> None:
+    """Count how redislock's waits on ``client`` end (its sync driver's ``Wait``, on the
+    shared wake-up channel): with a message, or with None (timeout, re-check). A build
+    without the shared channel (waiters in BLPOP) has nothing to count here."""
+    try:
+        hub: Any = importlib.import_module("redislock.sync._hub")
+    except ImportError:
+        return
+    wait = hub.wait
+
+    def counted(c: Any, op: Any, cursor: int) -> Any:
+        reply = wait(c, op, cursor)
+        if c is client:
+            client.tally["wait: message" if reply is not None else "wait: none"] += 1
+        return reply
+
+    hub.wait = counted
 
 
 def make_lock(slug: str, client: redis.Redis) -> tuple[Acquire, Release]:
@@ -276,18 +343,19 @@ def worker(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us on Ctrl-C
     try:
         client = CountingRedis(**client_kwargs)
+        count_waits(client)
         acquire, release = make_lock(slug, client)
         if not acquire():  # warm-up: connect, load scripts, lazy imports
             raise BenchError("warm-up acquire() returned False")
         release()
-        client.tally.clear()
+        client.clear()
         out_q.put(("ready", wid))
         go.wait()
         cpu = time.process_time()  # all threads of this process (pottery uses threads)
         hold = spin if spinning else time.sleep
         holds = hold_loop(acquire, release, hold, hold_s, deadline.value, wid)
         cpu = time.process_time() - cpu
-        out_q.put(("done", wid, holds, dict(client.tally), cpu))
+        out_q.put(("done", wid, holds, client.tallies(), cpu))
         bye.wait(DRAIN_TIMEOUT_S)
         client.close()
     except BaseException:

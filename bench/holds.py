@@ -72,7 +72,6 @@ def make_core(mode: str) -> HoldCore:
         recheck_interval=0.1,
         prefix="redislock:",
         on_lost=None,
-        socket_timeout=None,
     )
     return HoldCore.for_mode(base, mode, PERMITS if mode == "p" else 0)
 

@@ -11,6 +11,7 @@ family.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,7 +159,7 @@ class Case:
     reply: Any
     setup: list[tuple[Arg, ...]] = field(default_factory=list)
     after: list[tuple[tuple[Arg, ...], Any]] = field(default_factory=list)
-    # keys outside KEYS the script may write: only fair.lua's grant lists (documented)
+    # keys outside KEYS the script may write (none today)
     extra: tuple[str, ...] = ()
 
 
@@ -182,7 +183,6 @@ THIRD = "c" * 32
 FOURTH = "d" * 32
 WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
-WAKE_MS = 2000
 
 
 def hold_args(
@@ -214,7 +214,6 @@ def hold_args(
         "1" if reenter else "0",
         companion,
         permits,
-        WAKE_MS,
         extend_mode,
         *tail,
     )
@@ -257,25 +256,44 @@ def waiting(ms: int = 3000, token: str = WAITER) -> tuple[Arg, ...]:
     return ("ZADD", H.wait, At(ms), token)
 
 
-def woken(key: str) -> list[tuple[tuple[Arg, ...], Any]]:
-    """Checks: ``key`` holds exactly one wake-up, expiring after wake_ms."""
-    return [(("LRANGE", key, 0, -1), ["1"]), (("PTTL", key), Between(WAKE_MS - SLACK, WAKE_MS))]
+CHANNELS = (":wake", ":rwake", ":grant")
+"""Names that are pub/sub channels, not keys (see redislock._core.keys)."""
+
+
+def woken(channel: str) -> list[tuple[tuple[Arg, ...], Any]]:
+    """Checks: exactly one plain wake-up was published on ``channel``."""
+    return [(("PUBLISHED", channel), ["*"])]
 
 
 def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
-    return [(("EXISTS", key), GONE) for key in keys]
+    """Checks: each key does not exist; each channel got no message."""
+    return [
+        (("PUBLISHED", key), []) if key.endswith(CHANNELS) else (("EXISTS", key), GONE)
+        for key in keys
+    ]
 
 
-def fair_args(
-    op: str,
-    token: str = TOKEN,
-    lease_ms: int | str = "",
-    meta: str = "",
-    waiter_ms: int | str = "",
-    queue_max: int | str = "",
-) -> tuple[Arg, ...]:
-    """fair.lua's ARGV, laid out as ``FairCore._fair`` lays it out."""
-    return (op, token, lease_ms, meta, waiter_ms, queue_max, F.grant_prefix)
+def fair_args(op: str, token: str = TOKEN, *own: Arg) -> tuple[Arg, ...]:
+    """fair.lua's ARGV, laid out as ``FairCore`` lays it out: the op, the token, then the
+    op's own arguments (acquire: lease_ms, meta, waiter_ms, queue_max; release and force:
+    done_ms; cancel: none)."""
+    return (op, token, *own)
+
+
+def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
+    """Script arguments as redis-py puts them on the wire: bytes as they are, a str in
+    UTF-8, an int in decimal (a core may encode its constant arguments once)."""
+    out: list[bytes] = []
+    for a in args:
+        if isinstance(a, bytes):
+            out.append(a)
+        elif isinstance(a, str):
+            out.append(a.encode())
+        elif isinstance(a, int):
+            out.append(b"%d" % a)
+        else:
+            raise TypeError(f"not a script argument: {a!r}")
+    return tuple(out)
 
 
 def facq(
@@ -314,8 +332,7 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
         (("GET", F.lock), f"{token}|{fence}|{WMETA}"),
         (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
         (("GET", F.fence), str(fence)),
-        (("LRANGE", F.grant(token), 0, -1), [str(fence)]),
-        (("PTTL", F.grant(token)), Between(lease_ms - SLACK, lease_ms)),
+        (("PUBLISHED", F.grant), [f"{FairKeys.tag(token)}|{fence}"]),
         *not_queued(token),
     ]
 
@@ -341,7 +358,6 @@ def multi_args(
     ms: int | str = "",
     meta: str = "",
     marker_ms: int | str = "",
-    wake_ms: int | str = "",
     mode: str = "",
     op_id: str = "",
     done_ms: int | str = "",
@@ -350,7 +366,7 @@ def multi_args(
     itself for DONE_MS unless ``done_ms`` says otherwise)."""
     if op == "release" and done_ms == "":
         done_ms = DONE_MS
-    args = (op, n, token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+    args = (op, n, token, ms, meta, marker_ms, mode, op_id, done_ms)
     return (*args, GRANT_SUFFIX) if op == "release" else args
 
 
@@ -380,22 +396,56 @@ def server_ms(r: redis.Redis) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+_END = "scriptcases:end"
+
+
+def _published(r: redis.Redis, ps: Any) -> dict[str, list[str]]:
+    """The messages ``ps`` (subscribed to every channel) got, by channel, up to the end
+    marker this publishes on ``r``."""
+    command(r, "PUBLISH", _END, "end")
+    got: dict[str, list[str]] = {}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        msg = ps.get_message(timeout=1)
+        if msg is None or msg["type"] != "pmessage":
+            continue
+        channel, data = norm(msg["channel"]), norm(msg["data"])
+        if channel == _END:
+            return got
+        got.setdefault(channel, []).append(data)
+    raise AssertionError("the end marker never came")
+
+
 def run_case(r: redis.Redis, case: Case) -> None:
     """Run ``case`` on the flushed server behind ``r`` and check its reply, its ``after``
-    checks and that nothing outside its keys was written."""
+    checks (``("PUBLISHED", channel)``: the messages published on it), that nothing outside
+    its keys was written and nothing published but what the checks expect."""
     now = server_ms(r)
     for cmd in resolve(case.setup, now):
         command(r, *cmd)
     script = SCRIPTS[case.script]
     args = resolve(case.args, now)
-    if isinstance(case.reply, Error):
-        with pytest.raises(redis.ResponseError, match=re.escape(case.reply.text)):
-            r.eval(script.source, len(case.keys), *case.keys, *args)
-    else:
-        reply = norm(r.eval(script.source, len(case.keys), *case.keys, *args))
-        assert reply == resolve(case.reply, now)
+    ps = r.pubsub()  # type: ignore[no-untyped-call]
+    try:
+        ps.psubscribe("*")
+        assert ps.get_message(timeout=5) is not None  # the subscription is live
+        if isinstance(case.reply, Error):
+            with pytest.raises(redis.ResponseError, match=re.escape(case.reply.text)):
+                r.eval(script.source, len(case.keys), *case.keys, *args)
+        else:
+            reply = norm(r.eval(script.source, len(case.keys), *case.keys, *args))
+            assert reply == resolve(case.reply, now)
+        published = _published(r, ps)
+    finally:
+        ps.close()
+    checked: set[str] = set()
     for cmd, expected in resolve(case.after, now):
+        if cmd[0] == "PUBLISHED":
+            checked.add(cmd[1])
+            assert published.get(cmd[1], []) == expected, cmd
+            continue
         assert norm(command(r, *cmd)) == expected, cmd
+    assert set(published) <= checked, f"published unchecked: {published}"
     # Nothing outside KEYS (and what the setup wrote, and the documented extras) exists.
     present = {norm(k) for k in r.keys("*")}
     assert present <= set(case.keys) | written_keys(case) | set(case.extra)
@@ -413,5 +463,4 @@ def base_core() -> LockCore:
         recheck_interval=0.1,
         prefix="redislock:",
         on_lost=None,
-        socket_timeout=None,
     )

@@ -31,16 +31,19 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
     "Lock": (
         {"fair", "lock_extend", "lock_renew", "lock_status"},
-        {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
+        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
-    "RLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
-    "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
-    "Semaphore": ({"hold"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS", "SET", "DEL"}),
+    "RLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
+    "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
+    "Semaphore": (
+        {"hold"},
+        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS", "SET", "DEL"},
+    ),
     "FairLock": (
         {"fair", "lock_extend", "lock_renew", "lock_status"},
-        {"EVALSHA", "EVAL", "BLPOP", "EXISTS"},
+        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
-    "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "BLPOP", "EXISTS"}),
+    "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
     "Redlock": (
         {"lock_acquire", "lock_release", "lock_extend", "lock_status", "redlock_fence"},
         {"EVALSHA", "EVAL", "EXISTS", "INFO"},
@@ -91,6 +94,11 @@ def test_profile_is_exactly_what_the_code_runs(profile: str) -> None:
     assert allowed(rule) == needed
     assert rule[:2] == ["ACL", "SETUSER"]
     assert {"on", "resetkeys", "~redislock:*", "resetchannels", "-@all"} <= set(rule)
+    # the wake-up channels: only where a script publishes or a waiter subscribes
+    channels = "PUBLISH" in needed or "SUBSCRIBE" in needed
+    assert ("&redislock:*" in rule) == channels
+    if channels:
+        assert rule.index("resetchannels") < rule.index("&redislock:*")
 
 
 def test_every_lock_script_belongs_to_a_profile() -> None:
@@ -165,7 +173,7 @@ async def test_every_kind_works_as_its_documented_user(
                     return True
 
                 waiter = asyncio.ensure_future(wait_then_release())
-                await asyncio.sleep(0.3)  # the waiter blocks in BLPOP
+                await asyncio.sleep(0.3)  # the waiter waits on the wake-up channel
                 assert not waiter.done()
                 await first.release()
                 assert await waiter  # woken by the release, well before its timeout
@@ -194,12 +202,17 @@ HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
 """Kinds on hold.lua, which checks every command it may run on each key it declares before
 it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN = {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
+NEVER_RUN = {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")} | {
+    (kind, "UNSUBSCRIBE")
+    for kind in ("Lock", "RLock", "ReadWriteLock", "Semaphore", "FairLock", "MultiLock")
+}
 """Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
-waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases). Every
-kind's acquisition may run GET and SET on the fencing counter (moving a name's legacy
-per-name counter into its slot's), so RLock needs GET and Semaphore SET, though RLock reads
-no permit count and Semaphore sets no reader's marker."""
+waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases); and
+UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
+channel stays subscribed until the connection closes). Every kind's acquisition may run GET
+and SET on the fencing counter (moving a name's legacy per-name counter into its slot's), so
+RLock needs GET and Semaphore SET, though RLock reads no permit count and Semaphore sets no
+reader's marker."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:
@@ -222,8 +235,8 @@ async def scenario(
     await a.actor.call(a.holder.extend, 20, replace=True)
     assert await a.actor.call(a.holder.owned)
     assert await a.actor.call(a.obj.locked)
-    assert not await b.acquire(timeout=0.2)  # waits in BLPOP, leaves a waiters marker
-    await a.release()  # pushes the wake-up
+    assert not await b.acquire(timeout=0.2)  # waits for a wake-up, leaves a waiters marker
+    await a.release()  # publishes the wake-up
     assert await b.acquire(blocking=False)
     await b.release()
 
@@ -295,12 +308,12 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
         *(
             pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}")
             for k in LOCKISH
-            for c in ("DEL", "RPUSH", "PEXPIRE", "SET", "EXISTS" if k.id == "Lock" else "MGET")
+            for c in ("DEL", "PUBLISH", "SET", "EXISTS" if k.id == "Lock" else "MGET")
         ),
         *(
             pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}")
             for k in HASHED
-            for c in ("HDEL", "DEL", "RPUSH", "PEXPIRE", "ZADD", "ZREMRANGEBYSCORE")
+            for c in ("HDEL", "DEL", "PUBLISH", "PEXPIRE", "ZADD", "ZREMRANGEBYSCORE")
         ),
     ],
 )

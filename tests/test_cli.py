@@ -267,8 +267,8 @@ def test_run_busy_no_wait_and_wait_timeout(
         assert not ran.exists()
 
         proc = start(cli_env, url, "run", "busy", "--wait", "0.5", "--", "touch", str(ran))
-        # The waiter's first failed try sets the wait marker: the wait starts no earlier.
-        seen = wait_for(lambda: admin.exists(lock_key("busy") + ":wait") == 1, what="waiter")
+        # The waiter's first failed try queues it: the wait starts no earlier.
+        seen = wait_for(lambda: admin.exists(lock_key("busy") + ":queue") == 1, what="waiter")
         status, _, err = finish(proc)
         waited = time.monotonic() - seen
         assert status == EXIT_BUSY, err
@@ -287,7 +287,7 @@ def test_run_waits_for_the_release(
     stamp = tmp_path / "stamp"
     proc = start(cli_env, url, "run", "queue", "--wait", "10", "--", *py(WRITE_TIME, stamp))
     try:
-        wait_for(lambda: admin.exists(lock_key("queue") + ":wait") == 1, what="waiter")
+        wait_for(lambda: admin.exists(lock_key("queue") + ":queue") == 1, what="waiter")
         time.sleep(0.5)
         assert not stamp.exists()  # still waiting
         released_at = time.monotonic_ns()
@@ -489,13 +489,16 @@ def test_inspect_release_and_waiter_wakeup(
         assert admin.get(lock_key(name)) == value  # untouched
 
         waiter = start(cli_env, url, "run", name, "--wait", "30", "--", "touch", str(ran))
-        wait_for(lambda: admin.exists(lock_key(name) + ":wait") == 1, what="waiter")
+        wait_for(lambda: admin.exists(lock_key(name) + ":queue") == 1, what="waiter")
         assert not ran.exists()
         released_at = time.monotonic()
         status, out, _ = in_process(capsys, ["--url", url, "release", name, "--force"])
         assert status == 0
-        assert "released lock" in out
+        # A Lock with a queued waiter shows as kind "fair" (the queue is FairLock's), and
+        # the forced release hands it to the waiter at once.
+        assert "released fair lock" in out
         assert f"pid {holder.pid}" in out
+        assert "now held by the next waiter" in out
         status, _, err = finish(waiter, timeout=30)
         assert status == 0, err
         assert ran.exists()

@@ -8,9 +8,9 @@ What it shows:
   ``FairLock``, a ``Semaphore`` permit), sync and asyncio, acquires, extends, answers
   ``owned()``/``locked()``, excludes a second client, releases, and hands out strictly
   increasing fencing tokens; a blocked waiter on another client is woken by the release.
-  Every key the kind writes (lock, fence, wait markers, wake lists, the fair queue and its
-  grant list) lies in the slot of the lock key (``redis.crc.key_slot``), so no script gets
-  CROSSSLOT and a slot migration moves a lock whole.
+  Every key the kind writes (lock, fence, wait markers, the fair queue) lies in the slot of
+  the lock key (``redis.crc.key_slot``), as do the names of its wake-up and grant channels,
+  so no script gets CROSSSLOT and a slot migration moves a lock whole.
 * The watchdog renews many leases whose names fall on all three masters. A ``RedisCluster``
   pipeline refuses EVALSHA, so the renewers batch only plain clients and renew cluster
   leases one request each; the leases stay alive and are never reported lost.
@@ -387,16 +387,15 @@ async def async_client(
 
 
 def test_every_key_of_every_kind_shares_the_slot_of_its_lock_key() -> None:
-    """The key layouts, by construction: a lock's keys (and a fair waiter's grant list,
-    named inside fair.lua from a declared prefix) all hash to the lock key's slot, for names
-    that themselves contain braces too."""
+    """The key layouts, by construction: a lock's keys (and its wake-up and grant channels,
+    declared among a script's KEYS) all hash to the lock key's slot, for names that
+    themselves contain braces too."""
     for name in ["job", "a{b}c", "{x}", "a}b", "{}", "ütf-8", "x" * 300]:
         assert check_name(name) == name  # names starting with "}" are refused
         slot = slot_of(name)
         keys = [*LockKeys.for_name(name), *HoldKeys.for_name(name)]
         fair = FairKeys.for_name(name)
-        keys += [fair.lock, fair.fence, fair.queue, fair.leases, fair.info]
-        keys += [fair.grant("ab" * 16), fair.grant("cd" * 16)]
+        keys += [fair.lock, fair.fence, fair.queue, fair.leases, fair.info, fair.grant]
         assert {key_slot(k.encode()) for k in keys} == {slot}, name
 
 
@@ -454,9 +453,9 @@ def test_kind_handoff_sync(cluster: LocalCluster, sync_client: Any, kind: str) -
     """A waiter on another client blocks, then is woken by the release: with a 20 s
     recheck interval, a 30 s lease and a 30 s waiter lease, nothing but the release's
     wake-up lets it in within 3 s. Its keys (wait markers, queue) share the slot too. A
-    FairLock release pushes the grant from inside fair.lua to a list it does not declare;
-    Redis Cluster refuses a script that touches a key of another slot, so this hand-off
-    also shows the grant list is in the lock's slot."""
+    Lock or FairLock release publishes the grant from inside fair.lua on the name's grant
+    channel (classic PUBLISH reaches every node, whichever node the waiter's process
+    subscribed on), so this hand-off also shows the grant reaches another client."""
     name = f"handoff-{kind}"
     holder = SyncHold(RIVAL.get(kind, kind), sync_client(), name, ttl=30)
     extra = {"waiter_lease": 30.0} if kind == "fair" else {}

@@ -67,9 +67,7 @@ def queue_length_is(admin: redis.Redis, name: str, n: int) -> Callable[[], bool]
 
 def queue_keys_gone(admin: redis.Redis, name: str) -> bool:
     keys = FairKeys.for_name(name)
-    return admin.exists(keys.queue, keys.leases, keys.info) == 0 and not admin.keys(
-        keys.grant_prefix + "*"
-    )
+    return admin.exists(keys.queue, keys.leases, keys.info) == 0
 
 
 def holder_token(admin: redis.Redis, name: str) -> str | None:
@@ -96,7 +94,6 @@ def enqueue_ghost(admin: redis.Redis, name: str, waiter_ms: int = 500) -> str:
         "ghost|1|0",
         waiter_ms,
         10_000,
-        keys.grant_prefix,
     )
     assert reply[0] == "busy"
     return token

@@ -14,7 +14,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,6 @@ from redislock import (
 )
 from redislock._core.codec import decode_hold_value
 from redislock._core.keys import fence_key
-from redislock.server import RedisProcess
 from tests.support import (
     Dead,
     async_wait_for,
@@ -737,20 +736,9 @@ async def test_async_cancelled_waiter_leaves_no_hold(
     assert await ar.exists(lock.key) == 0
 
 
-@pytest.fixture
-async def wide(redis_server: RedisProcess, decode: bool) -> AsyncIterator[redis.asyncio.Redis]:
-    """An asyncio client whose pool admits 1000 connections: every waiting task holds one
-    for its BLPOP, and redis-py's default asyncio pool stops at 100."""
-    client = redis.asyncio.Redis(
-        **redis_server.client_kwargs(), decode_responses=decode, max_connections=1000
-    )
-    await client.flushall()
-    yield client
-    await client.aclose()
-
-
-async def test_500_tasks_on_one_object(wide: redis.asyncio.Redis) -> None:
-    ar = wide
+async def test_500_tasks_on_one_object(ar: redis.asyncio.Redis) -> None:
+    """With redis-py's default pool (100 connections): waiting tasks share one wake-up
+    channel and hold no pooled connection."""
     lock = AsyncRLock(ar, "tasks", ttl=30)
     tasks_n = 500
     state = {"n": 0, "inside": 0, "overlaps": 0}

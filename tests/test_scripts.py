@@ -15,6 +15,7 @@ import redis
 import redis.crc
 
 import redislock
+from redislock._core.keys import GRANT_SUFFIX
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
 from tests.scriptcases import norm
@@ -27,9 +28,11 @@ from tests.test_scripts_multi import CASES as MULTI_CASES
 
 SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith("_"))
-ACL_PART = (SCRIPT_DIR / "_acl.lua").read_bytes()  # included where a script says so
-FENCE_PART = (SCRIPT_DIR / "_fence.lua").read_bytes()
-QUEUE_PART = (SCRIPT_DIR / "_queue.lua").read_bytes()
+PARTS = {  # the shared parts, included where a script says so
+    p.name: p.read_bytes() for p in SCRIPT_DIR.glob("_*.lua")
+}
+FENCE_PART = PARTS["_fence.lua"]
+QUEUE_PART = PARTS["_queue.lua"]
 NAMES = sorted(SCRIPTS)
 CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
 
@@ -64,13 +67,9 @@ def test_every_lua_file_is_loaded_and_vice_versa() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_script_object_matches_its_file(name: str) -> None:
     script = SCRIPTS[name]
-    raw = (
-        (SCRIPT_DIR / f"{name}.lua")
-        .read_bytes()
-        .replace(b"-- include: _acl.lua\n", ACL_PART)
-        .replace(b"-- include: _fence.lua\n", FENCE_PART)
-        .replace(b"-- include: _queue.lua\n", QUEUE_PART)
-    )
+    raw = (SCRIPT_DIR / f"{name}.lua").read_bytes()
+    for part, text in PARTS.items():
+        raw = raw.replace(f"-- include: {part}\n".encode(), text)
     assert script.name == name
     assert script.source.encode("utf-8") == raw
     assert not re.search(rb"^-- include: ", raw, re.M)  # every include expanded
@@ -128,11 +127,10 @@ def test_duration_args_say_milliseconds(name: str) -> None:
     expected = {
         "lock_acquire": ["ttl_ms", "wait_ms"],
         "lock_extend": ["ms", "done_ms"],
-        "lock_release": ["wake_ttl_ms", "done_ms"],
-        "lock_force_release": ["wake_ttl_ms"],
-        "hold": ["ms", "marker_ms", "wake_ms", "done_ms"],
-        "fair": ["lease_ms", "waiter_ms", "done_ms", "wake_ttl_ms"],
-        "multi": ["ttl_ms", "wait_ms", "wake_ttl_ms", "done_ms"],
+        "lock_release": ["done_ms"],
+        "hold": ["ms", "marker_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "done_ms"],
+        "multi": ["ttl_ms", "wait_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
 
@@ -186,19 +184,14 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     for command, first in calls:
         if command.upper() == "TIME":  # no key
             continue
-        if name == "fair" and first.strip() == "g":
-            # The one documented exception: a waiter's grant list, named from the declared
-            # prefix ARGV[7] (same hash tag, so the same slot) and the waiter's token.
-            assert "local g = grant_key(" in code
-            assert re.search(r"return grant_list\(ARGV\[7\], tok\)", code)
+        if name == "fair" and command.upper() == "PUBLISH" and first.strip() == "grant":
+            # Not a key: the name's grant channel, its lock key KEYS[1] and GRANT_SUFFIX.
+            assert "local grant = KEYS[1] .. ':grant'" in code
+            assert GRANT_SUFFIX == ":grant"
             continue
-        if name == "multi" and first.strip() == "g":
-            # The same exception: a release wakes a queued waiter of a name it frees on its
-            # grant list, the name's lock key (same hash tag) + ARGV[11] + its token's hash.
-            assert re.search(r"for _, g in ipairs\(heads\) do", code)
-            assert re.findall(r"heads\[#heads \+ 1\] = (.*)", code) == [
-                "grant_list(locks[i] .. ARGV[11], head)"
-            ]
+        if name == "multi" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
+            # Not a key: a freed name's grant channel, its lock key (KEYS) and ARGV[10].
+            assert re.search(r"heads\[#heads \+ 1\] = \{locks\[i\] \.\. ARGV\[10\],", code)
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are
@@ -206,7 +199,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
             continue
         if name == "hold":
-            # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[14]'s letters.
+            # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[13]'s letters.
             assert re.fullmatch(r"K\.[hfwkrspdlx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)

@@ -18,7 +18,6 @@ from tests.scriptcases import (
     SLACK,
     THIRD,
     TOKEN,
-    WAKE_MS,
     WMETA,
     At,
     Between,
@@ -37,6 +36,7 @@ from tests.scriptcases import (
     not_queued,
     queue_ttl,
     run_case,
+    sent,
     ttl,
     waiter,
     woken,
@@ -87,7 +87,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 7],
         setup=[fheld(OTHER), ("SET", F.fence, 7)],
         after=[
             (("LRANGE", F.queue, 0, -1), [TOKEN]),
@@ -99,11 +99,26 @@ CASES = [
         ],
     ),
     Case(
+        "fair-acquire-busy-reports-the-legacy-counter-if-higher",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000),
+        # The counter a later grant's token is above: the legacy one (moved in by that
+        # grant's next_fence), not the lower slot counter; a busy try writes neither.
+        ["busy", Between(5000 - SLACK, 5000), 9],
+        setup=[fheld(OTHER), ("SET", F.fence, 3), ("SET", F.legacy_fence, 9)],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [TOKEN]),
+            (("GET", F.fence), "3"),
+            (("GET", F.legacy_fence), "9"),
+        ],
+    ),
+    Case(
         "fair-acquire-busy-joins-the-tail",
         "fair",
         FAIR,
         facq(waiter_ms=3000),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 0],
         setup=[fheld(OTHER), *waiter(THIRD), *waiter(FOURTH)],
         after=[
             (("LRANGE", F.queue, 0, -1), [THIRD, FOURTH, TOKEN]),
@@ -117,7 +132,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000, queue_max=2),  # already queued: a full queue does not refuse it
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 0],
         setup=[fheld(OTHER), *waiter(TOKEN, waiter_ms=200), *waiter(THIRD)],
         after=[
             (("LRANGE", F.queue, 0, -1), [TOKEN, THIRD]),  # same place, not queued twice
@@ -131,7 +146,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000)],  # the fast path (nobody queued): no counter
         setup=[fheld(OTHER), ("SET", F.fence, 7)],
         after=[
             (("GET", F.lock), f"{OTHER}|1|{META}"),
@@ -144,7 +159,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=0, queue_max=1),
-        ["busy", Between(5000 - SLACK, 5000)],  # not "full": a single try never queues
+        ["busy", Between(5000 - SLACK, 5000), 0],  # not "full": a single try never queues
         setup=[fheld(OTHER), *waiter(THIRD)],
         after=[(("LRANGE", F.queue, 0, -1), [THIRD]), *not_queued(TOKEN)],
     ),
@@ -178,7 +193,7 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *not_queued(TOKEN),
             *queue_ttl(3000 - SLACK, 3000),
-            *absent(F.grant(TOKEN)),
+            *absent(F.grant),
         ],
     ),
     Case(
@@ -186,7 +201,7 @@ CASES = [
         "fair",
         FAIR,
         facq(waiter_ms=3000),
-        ["busy", Between(8000 - SLACK, 8000)],
+        ["busy", Between(8000 - SLACK, 8000), 5],
         setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
         after=[
             *granted(OTHER, 5, 8000),
@@ -194,17 +209,15 @@ CASES = [
             (("HGET", F.info, TOKEN), f"10000|{META}"),
             *queue_ttl(3000 - SLACK, 3000),
         ],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-acquire-free-single-try-still-grants-the-head",
         "fair",
         FAIR,
         facq(waiter_ms=0),
-        ["busy", Between(8000 - SLACK, 8000)],
+        ["busy", Between(8000 - SLACK, 8000), 5],
         setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
         after=[*granted(OTHER, 5, 8000), *absent(F.queue, F.leases, F.info)],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-acquire-prunes-dead-waiters",
@@ -215,7 +228,7 @@ CASES = [
         setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, waiter_ms=0)],
         after=[
             (("GET", F.lock), f"{TOKEN}|1|{META}"),
-            *absent(F.queue, F.leases, F.info, F.grant(OTHER), F.grant(THIRD)),
+            *absent(F.queue, F.leases, F.info),
         ],
     ),
     Case(
@@ -227,15 +240,13 @@ CASES = [
         setup=[
             fheld(TOKEN, 8000, WMETA, fence=5),
             ("SET", F.fence, 6),  # another name of the slot took 6 since
-            ("RPUSH", F.grant(TOKEN), 5),
         ],
         after=[
             (("GET", F.lock), f"{TOKEN}|5|{WMETA}"),  # the hold the grant wrote stays
             (("PTTL", F.lock), Between(8000 - SLACK, 8000)),
             (("GET", F.fence), "6"),
-            *absent(F.grant(TOKEN)),
+            *absent(F.grant),
         ],
-        extra=(F.grant(TOKEN),),
     ),
     Case(
         "fair-acquire-repeat-of-own-hold",
@@ -270,7 +281,6 @@ CASES = [
             (("HGET", F.info, THIRD), f"6000|{WMETA}"),
             *queue_ttl(2000 - SLACK, 2000),  # the latest remaining waiter lease
         ],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-release-skips-a-dead-head",
@@ -287,19 +297,8 @@ CASES = [
         after=[
             *granted(THIRD, 4, 6000),
             *not_queued(OTHER),
-            *absent(F.queue, F.leases, F.info, F.grant(OTHER)),
+            *absent(F.queue, F.leases, F.info),
         ],
-        extra=(F.grant(THIRD),),
-    ),
-    Case(
-        "fair-release-replaces-a-stale-grant",
-        "fair",
-        FAIR,
-        fair_args("release"),
-        "ok",
-        setup=[fheld(TOKEN), *waiter(OTHER), ("RPUSH", F.grant(OTHER), "x", "y")],
-        after=granted(OTHER, 1, 8000),
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-release-empty-queue",
@@ -314,7 +313,7 @@ CASES = [
         "fair-release-fast-path-wakes-a-waiting-multilock",  # nobody queued: Lock's release
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS, WAKE_MS),
+        (*fair_args("release"), DONE_MS),
         "ok",
         setup=[fheld(TOKEN), ("SET", F.fence, 3), marker(K.wait)],
         after=[
@@ -325,21 +324,29 @@ CASES = [
         ],
     ),
     Case(
+        "fair-release-with-every-key-finds-the-queue",  # the fast path's one EXISTS sees it
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3)],
+        after=[*granted(OTHER, 4, 8000), *absent(K.wake), (("GET", K.done), TOKEN)],
+    ),
+    Case(
         "fair-release-grants-and-wakes-a-waiting-multilock",
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS, WAKE_MS),
+        (*fair_args("release"), DONE_MS),
         "ok",
         setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), marker(K.wait)],
         after=[*granted(OTHER, 4, 8000), *woken(K.wake), (("GET", K.done), TOKEN)],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-acquire-no-queue-limit",  # a Lock's queue (queue_max 0)
         "fair",
         FAIR,
         facq(waiter_ms=1000, queue_max=0),
-        ["busy", Between(5000 - SLACK, 5000)],
+        ["busy", Between(5000 - SLACK, 5000), 0],
         setup=[fheld(OTHER), *waiter(THIRD)],
         after=[(("LRANGE", F.queue, 0, -1), [THIRD, TOKEN])],
     ),
@@ -402,7 +409,7 @@ CASES = [
             (("PTTL", F.lock), Between(5000 - SLACK, 5000)),
             (("GET", F.fence), "3"),
             (("LRANGE", F.queue, 0, -1), [THIRD]),
-            *absent(F.grant(THIRD)),
+            *absent(F.grant),
         ],
     ),
     Case(
@@ -430,7 +437,6 @@ CASES = [
         "gone",
         setup=[*waiter(OTHER)],
         after=[*granted(OTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
-        extra=(F.grant(OTHER),),
     ),
     # ---------------------------------------------------------------- fair: cancel, force
     Case(
@@ -479,15 +485,13 @@ CASES = [
         setup=[
             fheld(TOKEN, 8000, WMETA, fence=None),  # a hold of the earlier format
             ("SET", F.legacy_fence, 5),
-            ("RPUSH", F.grant(TOKEN), 5),
             *waiter(OTHER),
         ],
         after=[
             (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # it holds the lock now
             (("LRANGE", F.queue, 0, -1), [OTHER]),
-            *absent(F.grant(TOKEN)),
+            *absent(F.grant),
         ],
-        extra=(F.grant(TOKEN),),
     ),
     Case(
         "fair-cancel-while-free-grants-the-next-waiter",
@@ -499,9 +503,8 @@ CASES = [
         after=[
             *granted(OTHER, 3, 8000),
             *not_queued(TOKEN),
-            *absent(F.queue, F.leases, F.info, F.grant(TOKEN)),
+            *absent(F.queue, F.leases, F.info),
         ],
-        extra=(F.grant(OTHER),),
     ),
     Case(
         "fair-force-grants-the-next-waiter",
@@ -511,7 +514,6 @@ CASES = [
         1,
         setup=[fheld(OTHER), *waiter(THIRD, lease_ms=6000), ("SET", F.fence, 2)],
         after=[*granted(THIRD, 3, 6000), *absent(F.queue)],
-        extra=(F.grant(THIRD),),
     ),
     Case(
         "fair-force-nothing-held",
@@ -529,7 +531,6 @@ CASES = [
         0,
         setup=[*waiter(THIRD)],
         after=granted(THIRD, 1, 8000),
-        extra=(F.grant(THIRD),),
     ),
     # ---------------------------------------------------------------- fair: errors
     Case(
@@ -571,12 +572,20 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     """The fair cases call the script exactly as FairCore does."""
     base = base_core()
     fair_core = FairCore.from_base(base, 1.0, 10)
-    op = fair_core._fair("acquire", TOKEN, 10000, META, 1000, 10)
+    op = fair_core._acquire_op(TOKEN, META, 1000)
     assert op.script is SCRIPTS["fair"]
     assert op.keys == FAIR
-    assert op.args == facq()
-    assert fair_core._fair("release", TOKEN).args == fair_args("release")
-    assert fair_core._fair("force", "").args == fair_args("force", "")
-    assert fair_core._release_op(TOKEN).keys == FULL
-    assert fair_core._release_op(TOKEN).args == (*fair_args("release"), DONE_MS, base.wake_ms)
-    assert fair_core._ending("force", "").keys == FULL
+    assert sent(op.args) == sent(facq())
+    assert op.encoded == (op.script.sha.encode(), b"6", *sent(FAIR))  # the keys, pre-encoded
+    single = fair_core._acquire_op(TOKEN, META, 0)  # a single try: waiter_ms 0
+    assert sent(single.args) == sent(facq(waiter_ms=0))
+    cancel = fair_core._cancel_op(TOKEN)
+    assert (cancel.keys, cancel.encoded) == (FAIR, op.encoded)
+    assert sent(cancel.args) == sent(fair_args("cancel"))
+    release = fair_core._release_op(TOKEN)
+    assert release.keys == FULL
+    assert sent(release.args) == sent((*fair_args("release"), DONE_MS))
+    assert release.encoded == (op.script.sha.encode(), b"9", *sent(FULL))
+    force = fair_core._ending("force", "")
+    assert force.keys == FULL
+    assert sent(force.args) == sent((*fair_args("force", ""), DONE_MS))

@@ -734,7 +734,7 @@ CASES = [
         after=[(("HEXISTS", H.lock, TOKEN), 0)],
     ),
     Case(
-        "hold-status-declares-the-hash-only",  # ARGV[14] "h": a one-key script (slot migration)
+        "hold-status-declares-the-hash-only",  # ARGV[13] "h": a one-key script (slot migration)
         "hold",
         (H.lock,),
         (*hold_args("status"), "", 0, "h"),
@@ -967,7 +967,7 @@ CASES = [
         after=[*index_matches(1), (("ZSCORE", H.expiry, OTHER), None)],
     ),
     Case(
-        "hold-index-status-reads-the-hash-only",  # ARGV[14] "h": the ended hold is left
+        "hold-index-status-reads-the-hash-only",  # ARGV[13] "h": the ended hold is left
         "hold",
         (H.lock,),
         (*hold_args("status"), "", 0, "h"),
@@ -1125,11 +1125,11 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     expected = acq(TOKEN, "p", 10000, marker_ms=1500, reenter=True, companion=FOURTH, permits=3)
     assert op.script is SCRIPTS["hold"]
     assert op.keys == (H.lock, H.expiry)  # a re-entry touches the hash and its index only
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "hx")
+    assert op.args == (*expected, "", DONE_MS, "hx")
     op = hold_core._op("extend", TOKEN, ms=3000, extend_mode="add")
     expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
-    assert op.args == (*expected[:9], hold_core.wake_ms, *expected[10:], "", DONE_MS, "hx")
-    # Each call declares only the keys it may touch (ARGV[14] names them), all of HOLD's.
+    assert op.args == (*expected, "", DONE_MS, "hx")
+    # Each call declares only the keys it may touch (ARGV[13] names them), all of HOLD's.
     roles = dict(zip("hfwkrspdlx", HOLD, strict=True))
     for mode in ("w", "r", "p"):
         core = HoldCore.for_mode(base, mode, 3 if mode == "p" else 0)
@@ -1141,24 +1141,24 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
             core._op("force", ""),
             core._op("status", TOKEN),
         ):
-            assert op.keys == tuple(roles[r] for r in str(op.args[13]))
+            assert op.keys == tuple(roles[r] for r in str(op.args[12]))
     sem = HoldCore.for_mode(base, "p", 3)
-    assert sem._op("acquire", TOKEN, ms=1).args[13] == "hflwkpx"
-    assert sem._release_op(TOKEN).args[13] == "hwkpdx"
-    assert sem._op("status", TOKEN).args[13] == "h"  # a one-key script (slot migration)
-    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[13] == "hflwrsx"
+    assert sem._op("acquire", TOKEN, ms=1).args[12] == "hflwkpx"
+    assert sem._release_op(TOKEN).args[12] == "hwkpdx"
+    assert sem._op("status", TOKEN).args[12] == "h"  # a one-key script (slot migration)
+    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[12] == "hflwrsx"
     exclusive = HoldCore.for_mode(base, "w")
-    assert exclusive._op("acquire", TOKEN, ms=1).args[13] == "hflx"  # a single try
-    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[13] == "hflwx"
-    # The calls a retry must not apply twice carry an op id (ARGV[12]).
+    assert exclusive._op("acquire", TOKEN, ms=1).args[12] == "hflx"  # a single try
+    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[12] == "hflwx"
+    # The calls a retry must not apply twice carry an op id (ARGV[11]).
     for op in (
         hold_core._extend_op(TOKEN, 3000, "add"),
         hold_core._release_op(TOKEN),
     ):
-        assert isinstance(op.args[11], str)
-        assert len(op.args[11]) == 16
-        assert op.args[12] == DONE_MS
-    assert hold_core._extend_op(TOKEN, 3000, "max").args[11] == ""
+        assert isinstance(op.args[10], str)
+        assert len(op.args[10]) == 16
+        assert op.args[11] == DONE_MS
+    assert hold_core._extend_op(TOKEN, 3000, "max").args[10] == ""
 
 
 # ------------------------------------------------------------------ 10,000 holds on one name

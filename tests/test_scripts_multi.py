@@ -9,6 +9,7 @@ import re
 import pytest
 import redis
 
+from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS
 from redislock._core.multi import MultiCore
 from redislock._core.scripts import SCRIPTS
@@ -26,7 +27,6 @@ from tests.scriptcases import (
     SLACK,
     THIRD,
     TOKEN,
-    WAKE_MS,
     At,
     Between,
     Case,
@@ -152,7 +152,7 @@ CASES = [
         "multi-release-all-wakes-each-waited-name",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["ok", 2, 0],
         setup=[mheld(M1), mheld(M2), marker(M2.wait)],
         after=[
@@ -166,7 +166,7 @@ CASES = [
         "multi-release-wakes-the-first-live-queued-waiter",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["ok", 2, 0],
         setup=[
             mheld(M1),
@@ -177,18 +177,17 @@ CASES = [
             ("ZADD", Q2.leases, At(1000), FOURTH),
         ],
         after=[
-            *absent(M1.lock, M2.lock, Q1.grant(OTHER), Q2.grant(OTHER), Q2.grant(FOURTH)),
-            (("LRANGE", Q2.grant(THIRD), 0, -1), ["0"]),  # a wake-up, not a grant
-            (("PTTL", Q2.grant(THIRD)), Between(WAKE_MS - SLACK, WAKE_MS)),
+            *absent(M1.lock, M2.lock, Q1.grant),
+            # one wake-up, tagged for the first live waiter only: not a grant ("try again")
+            (("PUBLISHED", Q2.grant), [f"{FairKeys.tag(THIRD)}|0"]),
             (("LRANGE", Q2.queue, 0, -1), [OTHER, THIRD, FOURTH]),  # fair.lua tidies it
         ],
-        extra=(Q2.grant(THIRD),),
     ),
     Case(
         "multi-release-sent-again-answers-as-the-first",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["taken", 1, 2],
         setup=[mheld(M2, OTHER), ("SET", M1.done, f"{TOKEN}|rel|taken|1|2", "PX", 50000)],
         after=[(("GET", M2.lock), f"{OTHER}|1|{META}"), *absent(M1.lock, M1.wake, M2.wake)],
@@ -197,7 +196,7 @@ CASES = [
         "multi-release-sent-again-after-another-took-a-name-answers-ok",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["ok", 2, 0],
         setup=[mheld(M1, OTHER), ("SET", M2.done, f"{TOKEN}|rel|ok|2|0", "PX", 50000)],
         after=[(("GET", M1.lock), f"{OTHER}|1|{META}")],
@@ -206,7 +205,7 @@ CASES = [
         "multi-release-another-tokens-memo-is-gone",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["gone", 0, 1],
         setup=[("SET", M1.done, f"{OTHER}|rel|ok|2|0", "PX", 50000)],
     ),
@@ -214,7 +213,7 @@ CASES = [
         "multi-release-leaves-another-owners-name",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["taken", 1, 2],
         setup=[mheld(M1), mheld(M2, OTHER), marker(M1.wait), marker(M2.wait)],
         after=[
@@ -227,7 +226,7 @@ CASES = [
         "multi-release-gone",
         "multi",
         MREL,
-        multi_args("release", wake_ms=WAKE_MS),
+        multi_args("release"),
         ["gone", 1, 1],
         setup=[mheld(M2)],
         after=absent(M1.lock, M2.lock),
@@ -346,11 +345,11 @@ def test_multi_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     assert op.script is SCRIPTS["multi"]
     assert (op.keys, op.args) == (MACQ, macq(marker_ms=1500))
     op = core._op("release", chunk, TOKEN)
-    assert (op.keys, op.args) == (MREL, multi_args("release", wake_ms=core.wake_ms))
+    assert (op.keys, op.args) == (MREL, multi_args("release"))
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="add")
-    op_id = str(op.args[8])
+    op_id = str(op.args[7])
     assert re.fullmatch(r"[0-9a-f]{16}", op_id)
-    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[8] != op_id  # per call
+    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[7] != op_id  # per call
     expected = multi_args("extend", ms=3000, mode="add", op_id=op_id, done_ms=DONE_MS)
     assert (op.keys, op.args) == ((*MLOCKS, M1.done), expected)
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="max")

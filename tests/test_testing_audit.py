@@ -165,7 +165,7 @@ def test_correct_operations_touch_nothing(redis_server: RedisProcess, client: re
         lock.extend(5)
         keys = LockKeys.for_name("c")
         # another token's release: the script sees the owner and refuses, touching nothing
-        assert release(keys=[keys.lock, keys.wait, keys.wake], args=[OTHER, 1000]) == b"taken"
+        assert release(keys=[keys.lock, keys.wait, keys.wake], args=[OTHER]) == b"taken"
         lock.release()
         # a watchdog renewing a short lease (lock_extend "max")
         with Lock(client, "w", watchdog_lease=0.3, renew_interval=0.05):
@@ -218,7 +218,7 @@ def test_foreign_string_touches_reported(redis_server: RedisProcess, client: red
         d = Lock(client, "v", ttl=10)
         assert d.acquire()
         keys = LockKeys.for_name("v")
-        other.eval(force, 3, keys.lock, keys.wait, keys.wake, 1000)  # operator override
+        other.eval(force, 3, keys.lock, keys.wait, keys.wake)  # operator override
         settle(aud)
         res = aud.result()
     other.close()

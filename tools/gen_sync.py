@@ -15,7 +15,8 @@ it), and a paragraph that starts ``Cancellation (asyncio):``. Then ruff sorts th
 and formats the result.
 What differs by design is hand-written in each flavour (:data:`HAND_WRITTEN`): ``_flavour``
 (client types, owner, sleep), ``_steps`` (acquire/release steps; cancellation in asyncio),
-``_fanout`` (Redlock's masters) and ``renewer`` (the watchdog).
+``_fanout`` (Redlock's masters), ``_hub`` (the shared wake-up channel: a reader task or
+thread) and ``renewer`` (the watchdog).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 AIO = ROOT / "src" / "redislock" / "aio"
 SYNC = ROOT / "src" / "redislock" / "sync"
 
-HAND_WRITTEN = frozenset({"__init__.py", "_fanout.py", "_flavour.py", "_steps.py", "renewer.py"})
+HAND_WRITTEN = frozenset(
+    {"__init__.py", "_fanout.py", "_flavour.py", "_hub.py", "_steps.py", "renewer.py"}
+)
 """The modules written by hand in each flavour: what differs by design."""
 
 SOURCES = tuple(sorted(p.name for p in AIO.glob("*.py") if p.name not in HAND_WRITTEN))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import redis.asyncio.cluster
 import redis.asyncio.sentinel
@@ -29,7 +29,7 @@ from redislock._core.lock import LockCore, LockStatistics, token_tag
 from redislock._core.options import LockOptions, MultiOptions, signature
 from redislock.errors import LockConfigError
 
-__all__ = ["Handle", "Holder", "Renewable", "Unit", "is_cluster", "socket_timeout"]
+__all__ = ["Handle", "Holder", "Renewable", "Unit", "is_cluster"]
 
 
 _SENTINEL_POOLS = (
@@ -37,21 +37,12 @@ _SENTINEL_POOLS = (
     redis.asyncio.sentinel.SentinelConnectionPool,
 )
 _CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+CoreT = TypeVar("CoreT", bound=LockCore)
 
 
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
     return isinstance(client, _CLUSTERS)
-
-
-def socket_timeout(client: Any) -> float | None:
-    """The client's socket timeout in seconds, or None (no timeout, or not found)."""
-    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
-        kwargs = getattr(owner, "connection_kwargs", None)
-        if isinstance(kwargs, dict):
-            value = kwargs.get("socket_timeout")
-            return float(value) if isinstance(value, int | float) else None
-    return None
 
 
 class Renewable(Protocol):
@@ -135,11 +126,18 @@ class Handle:
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
         """The core of a new object (raises :class:`LockConfigError`): ``options`` are the
         validated options, ``args`` a kind's further positional arguments (permits)."""
-        core = LockCore.from_options(
+        return self._new_core(LockCore, client, name, options)
+
+    def _new_core(
+        self, cls: type[CoreT], client: Any, name: Any, options: Any, **extra: Any
+    ) -> CoreT:
+        """A core of type ``cls`` for ``client`` over the validated ``options``; ``extra``
+        holds the subclass's own (validated) fields (raises :class:`LockConfigError`)."""
+        core = cls.from_options(
             name,
             options,
-            socket_timeout=socket_timeout(client),
             sentinel=isinstance(getattr(client, "connection_pool", None), _SENTINEL_POOLS),
+            **extra,
         )
         if core.replicas and is_cluster(client):
             raise LockConfigError(

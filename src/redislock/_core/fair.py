@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
-from redislock._core.ops import BlockPop, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
@@ -30,13 +31,25 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_NO_KEYS: Final = FairKeys("", "", "", "", "", "", "")
+_END_OPS: Final = {"release": b"release", "force": b"force"}
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
-"""What a waiter pops from its grant list when it was woken without a grant (multi.lua's
-release of a name it waits for): it tries again at once. A grant pops the fencing token
-(>= 1)."""
+"""The fence of a message ``<tag>|0`` on the grant channel: the waiter of that tag was woken
+without a grant (multi.lua's release of a name it waits for) and tries again at once. A
+grant carries the fencing token (>= 1)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _encoded_args(
+    lease_ms: int, waiter_lease: float, queue_max: int
+) -> tuple[tuple[bytes, bytes, bytes], tuple[bytes]]:
+    """FairCore's constant ARGV, encoded (shared by the cores of equal settings)."""
+    waiter_ms = validate.to_ms(waiter_lease)
+    return (
+        (b"%d" % lease_ms, b"%d" % waiter_ms, b"%d" % queue_max),
+        (b"%d" % DONE_MS,),
+    )
 
 
 @dataclass(slots=True)
@@ -46,9 +59,34 @@ class FairCore(LockCore):
     waiter_lease: float = DEFAULT_WAITER_LEASE
     queue_max: int = DEFAULT_QUEUE_MAX
     """Most waiters in the queue; :data:`NO_QUEUE_LIMIT` (0): any number."""
-    fkeys: FairKeys = _NO_KEYS
+    fkeys: FairKeys = field(init=False)
+    """The queue's keys (from ``keys.lock``)."""
     kind: str = "FairLock"
     """The public class, for messages."""
+    _queue_keys: tuple[str, ...] = field(init=False)
+    """fair.lua's KEYS for acquire and cancel (built once per object)."""
+    _end_keys: tuple[str, ...] = field(init=False)
+    """fair.lua's KEYS for release and force: also the done key, MultiLock's marker and
+    wake channel."""
+    _queue_head: tuple[bytes, ...] = field(init=False)
+    """EVALSHA's sha, numkeys and :attr:`_queue_keys`, encoded once (see ``Eval.encoded``)."""
+    _end_head: tuple[bytes, ...] = field(init=False)
+    """The same for :attr:`_end_keys`."""
+    _acquire_args: tuple[bytes, bytes, bytes] = field(init=False)
+    """lease_ms, waiter_ms (of a waiter that queues) and queue_max, encoded once."""
+    _end_args: tuple[bytes] = field(init=False)
+    """done_ms, encoded once."""
+
+    def __post_init__(self) -> None:
+        k = self.fkeys = FairKeys.of(self.keys.lock)
+        self._queue_keys = (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence)
+        self._end_keys = (*self._queue_keys, self.keys.done, self.keys.wait, self.keys.wake)
+        self._end_head = encoded(_FAIR, self._end_keys)
+        n = len(self._queue_keys)
+        self._queue_head = (self._end_head[0], b"%d" % n, *self._end_head[2 : 2 + n])
+        self._acquire_args, self._end_args = _encoded_args(
+            self.lease_ms, self.waiter_lease, self.queue_max
+        )
 
     @classmethod
     def from_base(
@@ -56,31 +94,40 @@ class FairCore(LockCore):
     ) -> FairCore:
         """A queued core with ``base``'s validated settings (from :meth:`LockCore.create`)."""
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(LockCore)}
-        core = cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
-        core.fkeys = FairKeys.of(base.keys.lock)
-        return core
+        return cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
 
-    def _fair(
-        self,
-        op: str,
-        token: str,
-        lease_ms: str | int = "",
-        meta: str = "",
-        waiter_ms: str | int = "",
-        queue_max: str | int = "",
-    ) -> Eval:
-        """fair.lua's KEYS and ARGV (the acquire-only arguments are empty for other ops)."""
-        k = self.fkeys
-        args = (op, token, lease_ms, meta, waiter_ms, queue_max, k.grant_prefix)
-        return Eval(_FAIR, (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence), args)
+    def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
+        """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info, legacy
+        fence; ARGV op, token, lease_ms, meta, waiter_ms (0: a single try; else this core's
+        waiter lease), queue_max. The constant ones go as bytes, encoded once (redis-py
+        sends bytes as they are)."""
+        lease, waiter, most = self._acquire_args
+        args = (b"acquire", token, lease, meta, waiter if waiter_ms else b"0", most)
+        return Eval(_FAIR, self._queue_keys, args, self._queue_head)
+
+    def _cancel_op(self, token: str) -> Eval:
+        """fair.lua's cancel: the acquire's KEYS; ARGV op, token."""
+        return Eval(_FAIR, self._queue_keys, (b"cancel", token), self._queue_head)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
 
         The first try takes the lock if it is free and nobody is queued (one round trip),
-        else queues this waiter; then the waiter blocks on its own grant list, which the
-        release ahead of it pushes the fencing token to, so the lock is already its own
-        when it wakes. Between wake-ups it retries, which renews its waiter lease.
+        else queues this waiter; then the waiter waits on the name's grant channel for a
+        message tagged with its token's hash (:meth:`FairKeys.tag`), which the release ahead
+        of it publishes with the fencing token, so the lock is already its own when it
+        wakes. Between wake-ups it retries, which renews its waiter lease. A message
+        ``<tag>|0`` (MultiLock's release of the name, :data:`WAKE`) makes it try again at
+        once.
+
+        A grant message is trusted only if its fencing token is above the counter the
+        waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
+        so the lock is this waiter's until its lease, counted from the try, ends. (An older
+        grant, seen late, may be of a hold that ended before that try: the try said busy.)
+        The counter is the name's hash slot's, shared with the other names of the slot, so
+        it also rises between grants of this name; that does not weaken the check: a grant
+        to this waiter issued after the try takes its token from the same counter with INCR,
+        so its fence is above every value the counter had before, the one the try saw too.
 
         With ``replicas=k`` (or a tracked master) the first try goes out with WAIT (a lock
         it takes is confirmed by it); every other grant is confirmed by one more round
@@ -97,13 +144,13 @@ class FairCore(LockCore):
         deadline = None if wait is None else start + wait
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
-        grant = self.fkeys.grant(token)
+        tag = ""  # what a grant to this waiter is tagged with, once it waits
         queued = False
         first = True
         try:
             while True:
                 sent = time.monotonic()
-                op = self._fair("acquire", token, self.lease_ms, meta, waiter_ms, self.queue_max)
+                op = self._acquire_op(token, meta, waiter_ms)
                 try:
                     if first:  # with WAIT when tracked (Lock's one round trip)
                         reply, ack = unwrap((yield self._write(op)))
@@ -119,6 +166,9 @@ class FairCore(LockCore):
                         run_id = yield from self._granted(token, ack)
                         self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), run_id)
                         return self._won(start)
+                    if not self.track_master:  # nothing to confirm (see _held)
+                        self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), "")
+                        return self._won(start)
                     if (yield from self._held(token, as_int(reply[1]), sent, as_int(reply[2]))):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
@@ -129,13 +179,14 @@ class FairCore(LockCore):
                 if status != "busy":
                     raise UnexpectedReplyError(f"fair acquire replied {reply!r}")
                 pttl = as_int(reply[1])
+                seen = as_int(reply[2]) if len(reply) > 2 else 0
                 if pttl == -1:
                     raise no_ttl(self.fkeys.lock)
                 queued = waiter_ms > 0
                 now = time.monotonic()
                 if waiter_ms == 0 or (deadline is not None and now >= deadline):
                     if queued:
-                        reply = yield self._fair("cancel", token)
+                        reply = yield self._cancel_op(token)
                         if as_str(reply[0]) == "ok":  # granted just before we gave up
                             fence, ms = as_int(reply[1]), as_int(reply[2])
                             if (yield from self._held(token, fence, now, ms)):
@@ -143,17 +194,19 @@ class FairCore(LockCore):
                     return self._gave_up(start, now)
                 longest = min(self.recheck_interval, self.waiter_lease / 3.0)
                 block = self._pause(longest, pttl, deadline, now)
+                tag = tag or self.fkeys.tag(token)
                 try:
-                    popped = yield BlockPop(grant, block)
+                    got = yield Wait(self.fkeys.grant, tag, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)
                     raise
-                if popped is not None and as_int(popped[1]) != WAKE:  # granted to us
+                fence = _granted_fence(got, tag)
+                if fence > seen:  # the release ahead of us granted us the lock
                     # The lease estimate starts when the try above was SENT: the grant ran
-                    # after that try (had it run before, the try would have found the lock
-                    # ours), whereas it may have run before this BLPOP was sent.
-                    if (yield from self._held(token, as_int(popped[1]), sent, self.lease_ms)):
+                    # after that try (its fence is above the counter the try saw), whereas
+                    # it may have run before this Wait began.
+                    if (yield from self._held(token, fence, sent, self.lease_ms)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
         finally:
@@ -204,10 +257,10 @@ class FairCore(LockCore):
     def _ending(self, op: str, token: str) -> Eval:
         """fair.lua's ``op`` (release or force) with Lock's done key (a release sent again
         after a lost reply answers "ok" even though the lock was handed on meanwhile) and
-        MultiLock's waiters marker and wake list (a waiting MultiLock is woken)."""
-        base = self._fair(op, token)
-        keys = (*base.keys, self.keys.done, self.keys.wait, self.keys.wake)
-        return Eval(base.script, keys, (*base.args, DONE_MS, self.wake_ms))
+        MultiLock's waiters marker and wake channel (a waiting MultiLock is woken): ARGV
+        op, token, done_ms."""
+        args = (_END_OPS.get(op, op), token, *self._end_args)
+        return Eval(_FAIR, self._end_keys, args, self._end_head)
 
     def _release_op(self, token: str) -> Eval:
         return self._ending("release", token)
@@ -215,7 +268,7 @@ class FairCore(LockCore):
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which
         grants the next waiter)."""
-        reply = yield self._fair("cancel", token)
+        reply = yield self._cancel_op(token)
         if as_str(reply[0]) == "ok":
             yield self._release_op(token)
 
@@ -223,3 +276,14 @@ class FairCore(LockCore):
         """Operator override: delete the lock whoever holds it and grant the next waiter
         (and wake a waiting MultiLock)."""
         return as_int((yield self._ending("force", "")))
+
+
+def _granted_fence(payload: str | None, tag: str) -> int:
+    """The fencing token of a grant message ``<tag>|<fence>`` for ``tag``; :data:`WAKE` (0)
+    for anything else (a wake-up without a grant ``<tag>|0``, a plain wake-up, a timeout)."""
+    if payload is None:
+        return WAKE
+    head, bar, fence = payload.partition("|")
+    if not bar or head != tag or not fence.isdigit():
+        return WAKE
+    return int(fence)

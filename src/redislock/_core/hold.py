@@ -36,7 +36,7 @@ from redislock._core.lock import (
     new_token,
     why,
 )
-from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str, unwrap
+from redislock._core.ops import Call, Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
@@ -70,7 +70,7 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
 
 
 def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
-    """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[14] role
+    """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[13] role
     letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
     reader wake, ``p`` permits, ``d`` released, ``l`` legacy fence: always with ``f``, ``x``
     expiry index). Every call but a status and a leave declares ``h`` and ``x``: the hash and
@@ -153,7 +153,6 @@ class HoldCore(LockCore):
                 "1" if reenter else "0",
                 companion,
                 self.permits,
-                self.wake_ms,
                 extend_mode,
                 op_id,
                 DONE_MS,
@@ -204,7 +203,7 @@ class HoldCore(LockCore):
 
     def acquire_flow(self, wait: float | None, blocking: bool, companion: str = "") -> Flow[bool]:
         """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
-        BLPOP on the mode's wake list between tries. ``companion``: the owner's write token,
+        between tries a wait on the mode's wake-up channel. ``companion``: the owner's write token,
         so a writer may also read (downgrade)."""
         if self.live() is not None:
             raise LockUsageError(f"{self.name!r} is already held by this owner")
@@ -254,7 +253,7 @@ class HoldCore(LockCore):
                     return self._gave_up(start, now)
                 block = self._pause(self.recheck_interval, as_int(reply[1]), deadline, now)
                 try:
-                    yield BlockPop(wake, block)
+                    yield Wait(wake, None, block)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)

@@ -12,17 +12,21 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
     P{N}:fence    legacy: the per-name counter of earlier versions; the first script that
                   issues a token to N moves it into the slot counter and deletes it
     P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
-    P{N}:wake     wake-up list: a release pushes one element when the marker exists
+    P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
+                  marker exists; each process's waiters listen on one shared subscription
+                  (:mod:`redislock._core.wake`), so waiting holds no pooled connection
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
-add ``P{N}:rwait`` / ``P{N}:rwake`` (readers) and ``P{N}:permits`` (a run-time permit count).
-Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the fencing keys and queue their
-waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo`` with one grant list
-``P{N}:grant:<hex>`` per waiter (see ``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake``
-are then MultiLock's.
+add ``P{N}:rwait`` / ``P{N}:rwake`` (readers; ``rwake`` a channel too) and ``P{N}:permits``
+(a run-time permit count). Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the
+fencing keys and queue their waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo``,
+and a release grants the lock to the head waiter with the message ``<tag>|<fence>`` on the
+channel ``P{N}:grant`` (tag: the first 20 hex digits of the sha1 of its token; see
+``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake`` are then MultiLock's. The scripts
+declare the wake channels among their KEYS (same hash tag), but never write them as keys.
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -61,8 +65,8 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "redislock:"
-GRANT_SUFFIX = ":grant:"
-"""A queued waiter's grant list is ``<lock key>:grant:<hex>`` (:meth:`FairKeys.grant`)."""
+GRANT_SUFFIX = ":grant"
+"""A name's grant channel is ``<lock key>:grant`` (:attr:`FairKeys.grant`)."""
 
 SLOTS: Final = 16384
 """Hash slots of Redis Cluster (and of the fencing counters, on any server)."""
@@ -159,7 +163,7 @@ _HOLD_ROLES = {
     "l": "legacy_fence",
     "x": "expiry",
 }
-"""hold.lua's key role letters (its ARGV[14]) and the :class:`HoldKeys` field each names."""
+"""hold.lua's key role letters (its ARGV[13]) and the :class:`HoldKeys` field each names."""
 
 
 class HoldKeys(NamedTuple):
@@ -203,7 +207,7 @@ class HoldKeys(NamedTuple):
         )
 
     def declared(self, roles: str) -> tuple[str, ...]:
-        """The keys named by ``roles``, hold.lua's ARGV[14] letters, in that order (see
+        """The keys named by ``roles``, hold.lua's ARGV[13] letters, in that order (see
         :func:`redislock._core.hold.hold_roles`)."""
         return tuple(getattr(self, _HOLD_ROLES[r]) for r in roles)
 
@@ -216,7 +220,7 @@ class FairKeys(NamedTuple):
     queue: str
     leases: str
     info: str
-    grant_prefix: str
+    grant: str
     legacy_fence: str
 
     @classmethod
@@ -233,12 +237,12 @@ class FairKeys(NamedTuple):
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",
-            grant_prefix=base + GRANT_SUFFIX,
+            grant=base + GRANT_SUFFIX,
             legacy_fence=base + ":fence",
         )
 
-    def grant(self, token: str) -> str:
-        """The list a waiter with ``token`` BLPOPs for its grant (as fair.lua computes it)."""
-        return (
-            self.grant_prefix + hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
-        )
+    @staticmethod
+    def tag(token: str) -> str:
+        """What a grant to ``token`` is tagged with on the grant channel (as fair.lua
+        computes it): a token is a secret, and any subscriber sees the channel."""
+        return hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]

@@ -192,10 +192,8 @@ class LockCore:
     max_lease: float | None
     timeout: float | None
     recheck_interval: float
-    max_block: float | None
     lease_ms: int
     marker_ms: int
-    wake_ms: int
     on_lost: Callable[[Any], object] | None = None
     holding: Holding | None = None
     last_lost: bool = False
@@ -209,14 +207,10 @@ class LockCore:
     """Writes go out as :class:`Replicated`: WAIT (if ``replicas``) and the master's run_id."""
 
     @classmethod
-    def create(
-        cls, name: Any, *, socket_timeout: float | None, sentinel: bool = False, **options: Any
-    ) -> Self:
+    def create(cls, name: Any, *, sentinel: bool = False, **options: Any) -> Self:
         """Validate ``name`` and the option keywords (as :class:`LockOptions`; raises
         :class:`LockConfigError`) and build the core."""
-        return cls.from_options(
-            name, LockOptions(**options), socket_timeout=socket_timeout, sentinel=sentinel
-        )
+        return cls.from_options(name, LockOptions(**options), sentinel=sentinel)
 
     @classmethod
     def from_options(
@@ -224,20 +218,16 @@ class LockCore:
         name: Any,
         options: MultiOptions,
         *,
-        socket_timeout: float | None,
         sentinel: bool = False,
         **extra: Any,
     ) -> Self:
         """Validate ``name`` (raises :class:`LockConfigError`) and build the core over the
         validated ``options``; ``extra`` holds a subclass's own (validated) fields.
 
-        ``socket_timeout``: the client's, in seconds (a blocking pop must return before it
-        fires). ``sentinel``: the client follows a Sentinel master, whose run_id is then
-        tracked even without ``replicas``."""
+        ``sentinel``: the client follows a Sentinel master, whose run_id is then tracked
+        even without ``replicas``. (A wait holds no connection, so the client's
+        ``socket_timeout`` does not bound it.)"""
         name = validate.check_name(name)
-        max_block = None
-        if socket_timeout is not None and socket_timeout > 0:
-            max_block = max(0.001, socket_timeout * 0.8)
         if isinstance(options, LockOptions):
             replicas, wait_ms = options.replicas, options.replica_timeout_ms
         else:
@@ -251,10 +241,8 @@ class LockCore:
             options.max_lease,
             options.timeout,
             options.recheck_interval,
-            max_block,
             options.lease_ms,
             options.marker_ms,
-            options.wake_ms,
             on_lost=options.on_lost,
             replicas=replicas,
             replica_timeout_ms=wait_ms,
@@ -456,15 +444,14 @@ class LockCore:
 
     def _pause(self, longest: float, pttl_ms: int, deadline: float | None, now: float) -> float:
         """Seconds a waiter blocks before its next try: at most ``longest``, the holder's
-        remaining TTL (``pttl_ms`` >= 0) plus 1 ms, the time left before ``deadline`` and
-        ``max_block``; at least 1 ms."""
+        remaining TTL (``pttl_ms`` >= 0) plus 1 ms and the time left before ``deadline``;
+        at least 1 ms. (The wait is on the shared wake-up channel, timed by the client: the
+        client's ``socket_timeout`` does not bound it.)"""
         block = longest
         if pttl_ms >= 0:
             block = min(block, pttl_ms / 1000.0 + 0.001)
         if deadline is not None:
             block = min(block, deadline - now)
-        if self.max_block is not None:
-            block = min(block, self.max_block)
         return max(block, 0.001)
 
     def release_failed(self, h: Holding) -> bool:
@@ -483,9 +470,7 @@ class LockCore:
         """lock_release.lua for ``token``, remembered in the done key for :data:`DONE_MS`
         (a release sent again after a lost reply answers "ok")."""
         keys = self.keys
-        return Eval(
-            _RELEASE, (keys.lock, keys.wait, keys.wake, keys.done), (token, self.wake_ms, DONE_MS)
-        )
+        return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake, keys.done), (token, DONE_MS))
 
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
         """lock_extend.lua for ``token``; an "add" carries a fresh op id (remembered in the

@@ -47,7 +47,7 @@ from redislock._core.lock import (
     no_ttl,
     why,
 )
-from redislock._core.ops import BlockPop, Call, Eval, Flow, as_int, as_str
+from redislock._core.ops import Call, Eval, Flow, Wait, as_int, as_str
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
     LockConfigError,
@@ -225,8 +225,7 @@ class MultiCore(LockCore):
             op_id, done_ms = new_op_id(), DONE_MS
         else:
             keys = locks
-        wake_ms = self.wake_ms if op == "release" else ""
-        args = (op, len(locks), token, ms, meta, marker_ms, wake_ms, mode, op_id, done_ms)
+        args = (op, len(locks), token, ms, meta, marker_ms, mode, op_id, done_ms)
         if op == "release":
             return Eval(_MULTI, keys, (*args, GRANT_SUFFIX))
         return Eval(_MULTI, keys, args)
@@ -288,7 +287,7 @@ class MultiCore(LockCore):
         """Take every name, waiting up to ``wait`` seconds (None: no limit).
 
         Each try takes the chunks in order; a try that meets a busy name gives back what it
-        took and blocks in BLPOP on that name's wake list (its release wakes us), at most
+        took and waits on that name's wake-up channel (its release wakes us), at most
         ``recheck_interval`` and at most the holder's remaining TTL, then tries again.
         """
         if self.live() is not None:
@@ -325,7 +324,7 @@ class MultiCore(LockCore):
                 block = self._pause(self.recheck_interval, result.pttl_ms, deadline, now)
                 # Nothing is held while we wait: a cancelled wait has nothing to give back.
                 self.pending_token = None
-                yield BlockPop(busy.wake, block)
+                yield Wait(busy.wake, None, block)
                 self.pending_token = token
         finally:
             self.pending_token = None

@@ -27,7 +27,6 @@ from redislock.errors import KindConflictError, NoPermissionError, UnexpectedRep
 __all__ = [
     "Acked",
     "Batch",
-    "BlockPop",
     "Call",
     "Eval",
     "FanOut",
@@ -36,9 +35,11 @@ __all__ = [
     "Op",
     "Replicated",
     "Sleep",
+    "Wait",
     "acked",
     "as_int",
     "as_str",
+    "encoded",
     "error_flow",
     "no_permission",
     "queue_replicated",
@@ -54,13 +55,32 @@ class Eval(NamedTuple):
 
     script: Script
     keys: tuple[str, ...]
-    args: tuple[str | int, ...]
+    args: tuple[str | int | bytes, ...]
+    encoded: tuple[bytes, ...] = ()
+    """Optional: EVALSHA's ``sha, numkeys, *keys`` already encoded (:func:`encoded`), built
+    once by a core that sends the same keys many times, so that a single call does not
+    encode them again; () when not given. Only the single-client drivers use it."""
 
 
-class BlockPop(NamedTuple):
-    """``BLPOP key timeout``: wait for a wake-up; ``timeout`` is seconds, always > 0."""
+def encoded(script: Script, keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    """EVALSHA's ``sha, numkeys, *keys`` for ``script`` and ``keys``, as UTF-8 bytes (what
+    redis-py would send for them), for :attr:`Eval.encoded`."""
+    return (script.sha.encode(), b"%d" % len(keys), *map(str.encode, keys))
 
-    key: str
+
+class Wait(NamedTuple):
+    """Wait for a wake-up on the process's shared wake-up channel (no pooled connection;
+    see :mod:`redislock._core.wake`).
+
+    The reply is the payload of a message on ``channel`` whose part before the first ``|``
+    is ``match`` (any message if ``match`` is None; a plain ``*`` matches every ``match``)
+    published after the flow's PREVIOUS operation was sent; None after ``timeout`` seconds
+    (always > 0), or at once when a wake-up may have been missed (the subscription is only
+    just live, or its connection failed): the flow then checks again.
+    """
+
+    channel: str
+    match: str | None
     timeout: float
 
 
@@ -124,7 +144,7 @@ class Acked(NamedTuple):
     """The answering server's ``run_id`` (``INFO server``); "" if not asked or not given."""
 
 
-Op: TypeAlias = Eval | BlockPop | Call | FanOut | Sleep | Replicated
+Op: TypeAlias = Eval | Wait | Call | FanOut | Sleep | Replicated
 Flow: TypeAlias = Generator[Op, Any, T]
 
 
@@ -377,7 +397,7 @@ def _parts(reply: object, n: int) -> list[object]:
 class Batch(Generic[T]):
     """Several flows driven side by side: each step sends the next operation of every
     unfinished flow in one pipelined round trip (used by the watchdogs to renew many leases
-    at once). Flows must not block (no :class:`BlockPop`).
+    at once). Flows must not block (no :class:`Wait`).
 
     With ``merge`` (a plain Redis client: one node, so keys of any slots may share a
     script), the step's Lock renewals (``lock_extend`` "max" on one key) go as ONE
@@ -409,7 +429,7 @@ class Batch(Generic[T]):
         except Exception as exc:  # the flow raised: its result is the error
             self.results[i] = exc
             return
-        if isinstance(op, BlockPop | Sleep):
+        if isinstance(op, Wait | Sleep):
             raise TypeError("a batched flow may not block")
         self.pending.append((i, flow, op))
 
@@ -432,7 +452,7 @@ class Batch(Generic[T]):
             op = ops[k]
             assert isinstance(op, Eval)
             keys.append(op.keys[0])
-            pairs.append(f"{op.args[0]} {op.args[1]}")
+            pairs.append(f"{op.args[0]!s} {op.args[1]!s}")  # a token and a number (str, int)
         taken = set(carried)
         rest = [k for k in range(len(ops)) if k not in taken]
         self._groups = [carried, *([k] for k in rest)]

@@ -185,8 +185,6 @@ class MultiOptions:
     """The lease in milliseconds (as the scripts take it)."""
     marker_ms: int = field(init=False, default=0)
     """Milliseconds a waiter's "somebody waits" marker lives: ``recheck_interval`` + 1 s."""
-    wake_ms: int = field(init=False, default=0)
-    """Milliseconds a wake-up push lives: twice ``recheck_interval``, at least 1 s."""
 
     kwargs: ClassVar[type] = MultiKwargs
     """The keywords a constructor with these options takes (for its signature)."""
@@ -218,7 +216,6 @@ class MultiOptions:
         put(self, "recheck_interval", recheck)
         put(self, "lease_ms", validate.to_ms(lease))
         put(self, "marker_ms", validate.to_ms(recheck + 1.0))
-        put(self, "wake_ms", validate.to_ms(max(1.0, 2 * recheck)))
         put(self, "watchdog_lease", float(self.watchdog_lease))  # checked by _timing
 
     @classmethod

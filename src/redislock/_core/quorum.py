@@ -43,7 +43,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 import hiredis
 from redis.exceptions import ResponseError
@@ -128,7 +128,7 @@ class RedlockCore(LockCore):
     def from_quorum(cls, labels: tuple[str, ...], name: Any, options: QuorumOptions) -> Self:
         """Validate ``name`` and build the core over masters ``labels`` with the validated
         ``options``."""
-        core = cls.from_options(name, options, socket_timeout=None)
+        core = cls.from_options(name, options)
         core.labels = labels
         core.memories = tuple(MasterMemory() for _ in labels)
         core.quorum = len(labels) // 2 + 1
@@ -628,8 +628,9 @@ os.register_at_fork(after_in_child=_forget_lanes_in_child)
 
 def wire(op: Eval | Call) -> tuple[str | int, ...]:
     """The command a fan-out sends for ``op`` (EVALSHA for a script)."""
-    if isinstance(op, Eval):
-        return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *op.args)
+    if isinstance(op, Eval):  # a Redlock's scripts take str and int arguments only
+        args = cast(tuple[str | int, ...], op.args)
+        return ("EVALSHA", op.script.sha, len(op.keys), *op.keys, *args)
     return op.args
 
 

@@ -12,19 +12,20 @@ from redis.exceptions import NoScriptError, ResponseError
 from redislock._core.ops import (
     Acked,
     Batch,
-    BlockPop,
     Eval,
     FanOut,
     Flow,
     Op,
     Replicated,
     Sleep,
+    Wait,
     acked,
     error_flow,
     queue_replicated,
     script_error,
 )
-from redislock.aio import _flavour
+from redislock._core.wake import ticket
+from redislock.aio import _flavour, _hub
 
 __all__ = ["execute", "run", "run_batch", "run_many"]
 
@@ -33,9 +34,19 @@ T = TypeVar("T")
 
 async def execute(client: Any, op: Op) -> Any:
     """Perform one operation with ``client`` and return its reply (typed script errors are
-    raised as :mod:`redislock.errors`; redis-py's own errors propagate)."""
-    try:
+    raised as :mod:`redislock.errors`; redis-py's own errors propagate).
+
+    Commands wait for the client's gate (:func:`redislock.aio._hub.gate`): redislock never
+    has more in flight than the client's pool can serve, so a burst of waiters cannot make
+    the pool refuse the holder's release."""
+    if isinstance(op, Wait | Sleep | FanOut):  # no pooled connection
         return await _perform(client, op)
+    gate = _hub.gate(client)
+    try:
+        if gate is None:
+            return await _perform(client, op)
+        async with gate:
+            return await _perform(client, op)
     except ResponseError as exc:  # an ACL refusal, a name used by two kinds: typed errors
         typed = await run(client, error_flow(exc, op))
         if typed is exc:
@@ -48,6 +59,8 @@ async def _perform(client: Any, op: Op) -> Any:
         n = len(op.keys)
         try:
             try:
+                if op.encoded:  # the same EVALSHA, its keys encoded once by the core
+                    return await client.execute_command("EVALSHA", *op.encoded, *op.args)
                 return await client.evalsha(op.script.sha, n, *op.keys, *op.args)
             except NoScriptError:
                 # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.
@@ -59,8 +72,8 @@ async def _perform(client: Any, op: Op) -> Any:
             raise typed from exc
     if isinstance(op, Replicated):
         return await _replicated(client, op)
-    if isinstance(op, BlockPop):
-        return await client.blpop([op.key], timeout=op.timeout)
+    if isinstance(op, Wait):  # outside a flow: nothing was sent before it
+        return await _hub.wait(client, op, ticket())
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
         return await client.fan_out(op)
     if isinstance(op, Sleep):
@@ -87,8 +100,13 @@ async def _replicated(client: Any, op: Replicated) -> Acked:
 async def run(client: Any, flow: Flow[T]) -> T:
     """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow.
 
-    Cancellation (asyncio): it stops the flow at once during a blocking pop, and right after
-    any other command even if the client library swallowed it (see
+    A :class:`Wait` waits on the client's shared wake-up channel (no pooled connection);
+    the driver takes a ticket before it sends each other operation, so the hub knows which
+    messages came after it (:mod:`redislock._core.wake`). A plain wake-up the flow took but
+    could not use (its next operation failed or was cancelled) goes to the next waiter.
+
+    Cancellation (asyncio): it stops the flow at once during a wait, and right after any
+    other command even if the client library swallowed it (see
     :func:`redislock.aio._flavour.cancelled_since`): the flow does not get the reply, and
     the caller closes it and undoes what the command may have done.
 
@@ -96,15 +114,24 @@ async def run(client: Any, flow: Flow[T]) -> T:
         asyncio.CancelledError: the calling task was cancelled.
     """
     mark = _flavour.cancel_mark()
+    cursor = 0
+    claimed: str | None = None  # the channel of a plain wake-up not used yet
     try:
         op = next(flow)
         while True:
             try:
-                if isinstance(op, BlockPop):
-                    reply = await _flavour.interruptible(execute(client, op))
+                if isinstance(op, Wait):
+                    reply = await _hub.wait(client, op, cursor)
+                    if reply is not None and op.match is None:
+                        claimed = op.channel
                 else:
+                    cursor = ticket()
                     reply = await execute(client, op)
+                    claimed = None
             except Exception as exc:
+                if claimed is not None:  # the try after the wake-up failed
+                    _hub.pass_on(client, claimed)
+                    claimed = None
                 op = flow.throw(exc)
             else:
                 if _flavour.cancelled_since(mark):
@@ -113,6 +140,9 @@ async def run(client: Any, flow: Flow[T]) -> T:
     except StopIteration as stop:
         result: T = stop.value
         return result
+    finally:
+        if claimed is not None:
+            _hub.pass_on(client, claimed)
 
 
 async def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException | None]:
@@ -137,8 +167,13 @@ async def run_batch(client: Any, batch: Batch[Any]) -> None:
             continue
         pipe = client.pipeline(transaction=False)
         batch.queue(pipe)
+        gate = _hub.gate(client)
         try:
-            replies = batch.split(await pipe.execute(raise_on_error=False))
+            if gate is None:
+                replies = batch.split(await pipe.execute(raise_on_error=False))
+            else:
+                async with gate:
+                    replies = batch.split(await pipe.execute(raise_on_error=False))
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):

@@ -6,15 +6,12 @@ sync twin is :mod:`redislock.sync._flavour`."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias
 
 import redis.asyncio
 import redis.asyncio.cluster
 
 from redislock.errors import LockUsageError
-
-T = TypeVar("T")
 
 NAME: Final = "asyncio"
 CLIENTS: Final = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
@@ -68,27 +65,3 @@ def cancelled_since(mark: int) -> bool:
     redis.asyncio does whenever ``socket_timeout`` is set: CPython gh-86296)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > mark
-
-
-async def interruptible(call: Awaitable[T]) -> T:
-    """Await ``call`` (a blocking command) in a task of its own, so a cancellation of the
-    caller takes effect at once, whatever the client library does with the
-    ``CancelledError`` (see :func:`cancelled_since`): the command's task is cancelled and
-    left to end by itself.
-
-    Raises:
-        asyncio.CancelledError: the caller was cancelled.
-        Exception: what ``call`` raised.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.cancel()
-        task.add_done_callback(_consume)
-        raise
-
-
-def _consume(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: an abandoned command's error is no news

@@ -57,5 +57,11 @@ class AsyncFairLock(AsyncLock):
         Holder.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        base = Holder._make_core(self, client, name, options)
-        return FairCore.from_base(base, options.waiter_lease, options.queue_max)
+        return self._new_core(
+            FairCore,
+            client,
+            name,
+            options,
+            waiter_lease=options.waiter_lease,
+            queue_max=options.queue_max,
+        )

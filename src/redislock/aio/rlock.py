@@ -76,7 +76,8 @@ class _Reentrant(AsyncLease):
 
         Re-entry never waits: one round trip increments the hold count in Redis and
         refreshes the lease. A new hold waits up to ``timeout`` seconds, woken by the
-        release that lets it in (BLPOP), re-checking every ``recheck_interval`` seconds.
+        release that lets it in (on the shared wake-up channel), re-checking every
+        ``recheck_interval`` seconds.
 
         Args:
             blocking: False for a single try.
@@ -249,7 +250,7 @@ class AsyncReadWriteLock:
     stream of readers cannot starve it (readers already holding may re-enter). A writer may
     take a read hold and then release the write hold (downgrade); a reader asking for the
     write lock gets :class:`~redislock.LockUpgradeError` at once (it would deadlock).
-    Releases wake the side that may now enter (BLPOP on a wake list per side). Design:
+    Releases wake the side that may now enter (a wake-up channel per side). Design:
     Redisson's ``RReadWriteLock`` with per-hold leases in one hash (``scripts/hold.lua``).
 
     Example::

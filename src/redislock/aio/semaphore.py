@@ -54,8 +54,9 @@ class AsyncSemaphore(Handle):
     Each permit has an id, a fencing token and its own lease, so a crashed holder's permit
     comes back when its lease ends (``ttl=None``: watchdog leases, renewed while held). The
     permit count is ``permits`` unless :meth:`set_permits` stored another one in Redis for
-    every client. A release wakes one waiter (BLPOP); a waiter that gets in passes the
-    wake-up on while permits are left. Design: Redisson's ``RPermitExpirableSemaphore``,
+    every client. A release wakes one waiter per process (pub/sub, on the process's shared
+    wake-up channel); a waiter that gets in passes the wake-up on while permits are left.
+    Design: Redisson's ``RPermitExpirableSemaphore``,
     with per-permit leases in one hash (``scripts/hold.lua``).
 
     Example::

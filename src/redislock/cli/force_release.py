@@ -29,7 +29,7 @@ __all__ = ["force_release_command"]
 
 def _base_core(name: str, prefix: str) -> LockCore:
     """The core of a lock object with the default options (``prefix`` validated)."""
-    return LockCore.from_options(name, LockOptions(prefix=prefix), socket_timeout=None)
+    return LockCore.from_options(name, LockOptions(prefix=prefix))
 
 
 def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
@@ -55,7 +55,7 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         return 0
     if kind == "fair":  # the next live waiter in the queue is granted the lock
         fair = FairOptions(prefix=prefix)
-        base = LockCore.from_options(name, fair, socket_timeout=None)
+        base = LockCore.from_options(name, fair)
         fair_core = FairCore.from_base(base, fair.waiter_lease, fair.queue_max)
         deleted = run_flow(client, fair_core.force_flow())
         text = (
@@ -74,7 +74,7 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         return 0
     keys = LockKeys.for_name(name, prefix)
     script = SCRIPTS["lock_force_release"]
-    deleted = client.eval(script.source, 3, keys.lock, keys.wait, keys.wake, 1000)
+    deleted = client.eval(script.source, 3, keys.lock, keys.wait, keys.wake)
     if deleted:
         print(f"released lock {name!r} ({holder_text(info)})")
     else:

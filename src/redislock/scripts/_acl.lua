@@ -23,7 +23,11 @@ local function preflight(uses, with_time)
   if with_time and not redis.acl_check_cmd('TIME') then return 'TIME' end
   for _, use in ipairs(uses) do
     for _, cmd in ipairs(use[2]) do
-      if not redis.acl_check_cmd(cmd, use[1]) then return cmd end
+      -- PUBLISH's "key" is a channel (checked against the user's &channel patterns)
+      local ok
+      if cmd == 'PUBLISH' then ok = redis.acl_check_cmd(cmd, use[1], '*')
+      else ok = redis.acl_check_cmd(cmd, use[1]) end
+      if not ok then return cmd end
     end
   end
   return nil

@@ -2,8 +2,9 @@
 -- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
 -- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
 -- is skipped about one waiter lease after it stopped renewing; and a release grants the
--- lock to the next live waiter itself (one push wakes exactly that waiter), so the waiter
--- needs no further round trip to take it, and the releasing client cannot take it back.
+-- lock to the next live waiter itself (one message on the name's grant channel, tagged for
+-- exactly that waiter), so the waiter needs no further round trip to take it, and the
+-- releasing client cannot take it back.
 -- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
 -- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
 -- below: no ACL preflight, no TIME).
@@ -17,27 +18,34 @@
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
 -- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
 -- KEYS[7] done key      release, optional: string "<token>", the last release of this name,
---                       PX ARGV[8] (Lock's done key, see lock_release.lua)
+--                       PX ARGV[3] (Lock's done key, see lock_release.lua)
 -- KEYS[8] waiters key   release, force, optional (with KEYS[7]): MultiLock's marker "some
 --                       client is waiting" (see multi.lua); its presence makes a release
---                       push one wake-up to KEYS[9]
--- KEYS[9] wake key      with KEYS[8]: list, PX ARGV[9] (MultiLock's waiters BLPOP it)
+--                       publish one wake-up to KEYS[9]
+-- KEYS[9] wake channel  with KEYS[8]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
+--                       on it, see lock_release.lua); declared as a key, never written as one
 -- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
--- ARGV[3] lease_ms      acquire: lease of the lock once held, milliseconds
--- ARGV[4] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
--- ARGV[5] waiter_ms     acquire: waiter lease, milliseconds; 0 for a single try (never queues)
--- ARGV[6] queue_max     acquire: most waiters the queue takes; 0: no limit
--- ARGV[7] grant_prefix  prefix of a waiter's grant list: grant list = prefix .. sha1(token)[1..20]
---                       (a key of the same hash tag; the waiter BLPOPs it). A grant pushes the
---                       fencing token; multi.lua's release pushes "0" (a wake-up: try again)
--- ARGV[8] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
+-- acquire only (each op sends only its own arguments, so the fast paths parse few):
+-- ARGV[3] lease_ms      lease of the lock once held, milliseconds
+-- ARGV[4] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
+-- ARGV[5] waiter_ms     waiter lease, milliseconds; 0 for a single try (never queues)
+-- ARGV[6] queue_max     most waiters the queue takes; 0: no limit
+-- release and force only:
+-- ARGV[3] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
--- ARGV[9] wake_ttl_ms   with KEYS[8]: how long an unconsumed wake-up stays, milliseconds
+-- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
+-- channel, not a key): a grant PUBLISHes "<tag>|<fence>" to it, where tag = sha1(token)[1..20]
+-- of the waiter granted (see _queue.lua); multi.lua's release publishes "<tag>|0" (a
+-- wake-up: try again now).
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
---            {"busy", hint_ms}        queued (or, for a single try, not taken); hint_ms bounds
---                                     the wait before the next try, -1 when the lock has no TTL
+--            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
+--                                     the wait before the next try, -1 when the lock has no TTL;
+--                                     fence: the name's fencing counter now (its slot's, or its
+--                                     legacy one if higher; 0 if absent), so a grant message
+--                                     received later is known to be newer (fence above);
+--                                     a single try on the fast path returns {"busy", hint_ms}
 --            {"full", length}         the queue is full; the caller is not queued
 --   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
 --                                     also "ok" for a repeat of this token's release (a
@@ -58,23 +66,16 @@ local function mine(v)
   return v and string.sub(v, 1, #token + 1) == token .. '|'
 end
 
--- MultiLock's waiters leave a marker on a busy name and block on its wake list: a release
--- (or force) that was given KEYS[8] pushes one wake-up when the marker is there. Through
+-- MultiLock's waiters leave a marker on a busy name and wait on its wake channel: a release
+-- (or force) that was given KEYS[8] publishes one wake-up when the marker is there. Through
 -- pcall, so a fast path can call it too; returns an error reply, or nil.
 local function wake_marked()
   if not KEYS[8] then return nil end
   local r = redis.pcall('EXISTS', KEYS[8])
   if bad(r) then return failed('EXISTS', r) end
   if r == 1 then
-    r = redis.pcall('DEL', KEYS[9])
-    if bad(r) then return failed('DEL', r) end
-    r = redis.pcall('RPUSH', KEYS[9], '1')
-    if bad(r) then return failed('RPUSH', r) end
-    r = redis.pcall('PEXPIRE', KEYS[9], ARGV[9])
-    if bad(r) then
-      redis.pcall('DEL', KEYS[9])  -- undo: never a wake list without a TTL
-      return failed('PEXPIRE', r)
-    end
+    r = redis.pcall('PUBLISH', KEYS[9], '*')
+    if bad(r) then return failed('PUBLISH', r) end
   end
   return nil
 end
@@ -112,13 +113,26 @@ elseif op == 'release' then
   local v = redis.pcall('GET', KEYS[1])
   if bad(v) then return failed('GET', v) end
   if mine(v) then
-    local q = redis.pcall('EXISTS', KEYS[3])
+    -- one EXISTS for the queue and MultiLock's marker: usually neither is there
+    local q
+    if KEYS[8] then
+      q = redis.pcall('EXISTS', KEYS[3], KEYS[8])
+    else
+      q = redis.pcall('EXISTS', KEYS[3])
+    end
     if bad(q) then return failed('EXISTS', q) end
+    if q > 0 and KEYS[8] then  -- which one: only the marker keeps the fast path
+      q = redis.pcall('EXISTS', KEYS[3])
+      if bad(q) then return failed('EXISTS', q) end
+      if q == 0 then
+        local r = wake_marked()
+        if r then return r end
+      end
+    end
     if q == 0 then
-      local r = wake_marked()
-      if r then return r end
+      local r
       if KEYS[7] then
-        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[8])
+        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[3])
         if bad(r) then return failed('SET', r) end
       end
       r = redis.pcall('DEL', KEYS[1])
@@ -132,12 +146,10 @@ elseif op == 'release' then
   end
 end
 
-local function grant_key(tok)
-  return grant_list(ARGV[7], tok)
-end
+local grant = KEYS[1] .. ':grant'  -- the name's grant channel (see above)
 
--- ACL (docs/acl.md): each command this script may run on each key it declares (and on a
--- grant list) is checked before anything is read or written, so a refused one makes the
+-- ACL (docs/acl.md): each command this script may run on each key it declares (and on the
+-- grant channel) is checked before anything is read or written, so a refused one makes the
 -- call answer "NOPERM redislock: <COMMAND> ..." having changed nothing (Redis >= 7).
 do
   local uses = {
@@ -147,12 +159,12 @@ do
     {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
     {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
-    {grant_key(token), {'DEL', 'RPUSH', 'PEXPIRE'}},
+    {grant, {'PUBLISH'}},
   }
   if KEYS[7] then uses[#uses + 1] = {KEYS[7], {'GET', 'SET'}} end
   if KEYS[8] then
     uses[#uses + 1] = {KEYS[8], {'EXISTS'}}
-    uses[#uses + 1] = {KEYS[9], {'DEL', 'RPUSH', 'PEXPIRE'}}
+    uses[#uses + 1] = {KEYS[9], {'PUBLISH'}}
   end
   local no = preflight(uses, true)
   if no then return refused(no) end
@@ -185,7 +197,7 @@ local function settle()
   end
 end
 
--- hand the free lock to the next live waiter: write its hold and push its fence to it
+-- hand the free lock to the next live waiter: write its hold and publish its fence to it
 local function grant_next()
   local head = redis.call('LINDEX', KEYS[3], 0)
   if not head then return false end
@@ -199,10 +211,7 @@ local function grant_next()
   if no then return failed(no, fence) end
   redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   forget(head)
-  local g = grant_key(head)
-  redis.call('DEL', g)
-  redis.call('RPUSH', g, fence)
-  redis.call('PEXPIRE', g, lease)
+  redis.call('PUBLISH', grant, grant_tag(head) .. '|' .. fence)
   settle()
   return true
 end
@@ -210,8 +219,6 @@ end
 if op == 'acquire' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
-    local g = grant_key(token)
-    redis.call('DEL', g)
     forget(token)
     settle()
     local fence, no = held_fence(v, KEYS[6])
@@ -234,8 +241,16 @@ if op == 'acquire' then
     local r = grant_next()
     if r ~= true and r ~= false then return r end
   end
+  -- The counter this name's next token comes from, as it is now (the slot counter, or the
+  -- name's legacy counter if that is higher: peek_fence - 1). The counter is shared by all
+  -- the names of the slot, so other names raise it too; still, every grant to this waiter
+  -- runs after this reply and takes its token from the same counter with INCR, so its fence
+  -- is always above this value: the waiter's "grant fence above busy fence" check holds.
+  local fence_now, no = peek_fence(KEYS[2], KEYS[6])
+  if no then return failed(no, fence_now) end
+  fence_now = fence_now - 1
   if ARGV[5] == '0' then
-    return {'busy', redis.call('PTTL', KEYS[1])}
+    return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
   end
   if not redis.call('ZSCORE', KEYS[4], token) then
     local len = redis.call('LLEN', KEYS[3])
@@ -248,7 +263,7 @@ if op == 'acquire' then
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), token)
   redis.call('HSET', KEYS[5], token, ARGV[3] .. '|' .. ARGV[4])
   settle()
-  return {'busy', redis.call('PTTL', KEYS[1])}
+  return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
 end
 
 if op == 'release' then
@@ -266,7 +281,7 @@ if op == 'release' then
   if r then return r end
   redis.call('DEL', KEYS[1])
   if KEYS[7] then
-    redis.call('SET', KEYS[7], token, 'PX', ARGV[8])
+    redis.call('SET', KEYS[7], token, 'PX', ARGV[3])
   end
   r = grant_next()
   if r ~= true and r ~= false then return r end
@@ -276,15 +291,11 @@ end
 if op == 'cancel' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then
-    local g = grant_key(token)
-    redis.call('DEL', g)
     local fence, no = held_fence(v, KEYS[6])
     if no then return failed(no, fence) end
     return {'ok', fence, redis.call('PTTL', KEYS[1])}
   end
   forget(token)
-  local g = grant_key(token)
-  redis.call('DEL', g)
   if not v then
     local r = grant_next()
     if r ~= true and r ~= false then return r end

@@ -29,13 +29,13 @@
 --                       entry ends (refreshed by every failed try, removed when it gets in or
 --                       leaves). For ReadWriteLock these are writers: while one waits, new
 --                       readers wait too (writer preference).
--- KEYS[4] wake list     one element is pushed when a w/p waiter may now succeed
+-- KEYS[4] wake channel  PUBLISHed "*" when a w/p waiter may now succeed (see lock_release.lua)
 -- KEYS[5] rwait marker  a reader is waiting
--- KEYS[6] rwake list    one element is pushed when a reader may now succeed
+-- KEYS[6] rwake channel PUBLISHed "*" when a reader may now succeed
 -- KEYS[7] permits key   Semaphore: the permit count set at run time (no TTL); absent: ARGV[9]
 -- KEYS[8] released      optional: sorted set of the holds released lately: token -> server
---                       time in milliseconds at which it is forgotten (ARGV[13] after the
---                       release); the key's TTL is ARGV[13]. A release sent again after a
+--                       time in milliseconds at which it is forgotten (ARGV[12] after the
+--                       release); the key's TTL is ARGV[12]. A release sent again after a
 --                       lost reply finds its token there and answers "ok"
 -- KEYS[9] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
 -- KEYS[10] expiry index sorted set, one member per field of KEYS[1]: owner token ->
@@ -57,13 +57,12 @@
 -- ARGV[8] companion     acquire r: the caller's own write token ("" if none): a writer may
 --                       take a read hold beside its write hold (downgrade)
 -- ARGV[9] permits       the permit count when KEYS[7] is absent (Semaphore); 0 otherwise
--- ARGV[10] wake_ms      how long an unconsumed wake-up stays, milliseconds
--- ARGV[11] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
--- ARGV[12] op_id        "" or a random id per call (re-entry, release, "add" extend): a call
+-- ARGV[10] extend_mode  extend: "add" (remaining + ms), "set" (ms), "max" (at least ms)
+-- ARGV[11] op_id        "" or a random id per call (re-entry, release, "add" extend): a call
 --                       whose op id equals the hold's last one is a client's retry after a
 --                       lost reply (redis-py resends on a dropped connection)
--- ARGV[13] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
--- ARGV[14] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
+-- ARGV[12] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
+-- ARGV[13] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
 --                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released,
 --                       l legacy fence, x expiry index (KEYS[1] to KEYS[10] above); "" or
 --                       absent: "hfwkrspdlx", all ten ("f" always comes with "l"). Every op but
@@ -80,7 +79,7 @@
 --                                           blocking lease ends, at most (a recheck bound)
 --            {"gone", 0}                    re-entry, but the hold no longer exists
 --   release  {"ok", count}                  count left (0: the hold was removed; also a
---                                           repeat of a release within ARGV[13] ms)
+--                                           repeat of a release within ARGV[12] ms)
 --            {"gone", 0}                    no such hold (expired or deleted)
 --   extend   {"ok", lease_ms}               this hold's new remaining lease
 --            {"gone", 0}
@@ -94,7 +93,7 @@
 
 local op, token = ARGV[1], ARGV[2]
 local K = {}
-local roles = ARGV[14] or ''
+local roles = ARGV[13] or ''
 if roles == '' then roles = 'hfwkrspdlx' end
 for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 
@@ -108,9 +107,9 @@ do
     f = {'GET', 'SET', 'INCR'},
     l = {'GET', 'DEL'},
     w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
-    k = {'DEL', 'RPUSH', 'PEXPIRE'},
+    k = {'PUBLISH'},
     r = {'SET', 'EXISTS'},
-    s = {'DEL', 'RPUSH', 'PEXPIRE'},
+    s = {'PUBLISH'},
     p = {'GET'},
     d = {'ZSCORE', 'ZREMRANGEBYSCORE', 'ZADD', 'PEXPIRE'},
     x = {'ZCARD', 'ZCOUNT', 'ZRANGEBYSCORE', 'ZREVRANGEBYSCORE', 'ZADD', 'ZREM', 'PEXPIRE', 'DEL'},
@@ -127,7 +126,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local op_id = ARGV[12] or ''
+local op_id = ARGV[11] or ''
 local MODES = {'w', 'r', 'p'}
 local BAND = {w = 0, r = 1e13, p = 2e13}
 local SPAN = 1e13
@@ -256,18 +255,14 @@ if op ~= 'status' and op ~= 'leave' then
   end
 end
 
-local function wake_w()  -- one element wakes one w/p waiter
+local function wake_w()  -- wakes one w/p waiter per process (redislock._core.wake)
   if not K.k then return end
-  redis.call('DEL', K.k)
-  redis.call('RPUSH', K.k, '1')
-  redis.call('PEXPIRE', K.k, ARGV[10])
+  redis.call('PUBLISH', K.k, '*')
 end
 
-local function wake_r()  -- one element wakes one reader (who passes it on)
+local function wake_r()  -- wakes one reader per process (who passes it on)
   if not K.s then return end
-  redis.call('DEL', K.s)
-  redis.call('RPUSH', K.s, '1')
-  redis.call('PEXPIRE', K.s, ARGV[10])
+  redis.call('PUBLISH', K.s, '*')
 end
 
 local function permits()
@@ -381,7 +376,7 @@ if op == 'release' then
     store(token, mine)
     return {'ok', mine.count}
   end
-  local done_ms = tonumber(ARGV[13] or '0')
+  local done_ms = tonumber(ARGV[12] or '0')
   if K.d and done_ms > 0 then  -- remembered, so a repeat of this release answers "ok"
     redis.call('ZREMRANGEBYSCORE', K.d, '-inf', now)
     redis.call('ZADD', K.d, now + done_ms, token)
@@ -399,7 +394,7 @@ if op == 'extend' then
     return {'gone', 0}
   end
   local ms = tonumber(ARGV[4])
-  local mode = ARGV[11]
+  local mode = ARGV[10]
   if repeated(mine) then
     return {'ok', mine.exp - now}  -- this extend was applied already
   end

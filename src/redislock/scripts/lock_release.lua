@@ -1,11 +1,12 @@
 -- lock_release: delete the lock only if this owner token still holds it, and wake one waiter.
 -- KEYS[1] lock key
 -- KEYS[2] waiters key   (see lock_acquire.lua)
--- KEYS[3] wake key      list; one element is pushed per release when someone waits (waiters BLPOP it)
--- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[3]
+-- KEYS[3] wake channel  "P{N}:wake": a release PUBLISHes "*" to it when someone waits (the
+--                       waiters' shared wake-up channel, redislock._core.wake); declared as
+--                       a key of the name's hash tag, never written as one
+-- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[2]
 -- ARGV[1] token         owner token
--- ARGV[2] wake_ttl_ms   how long an unconsumed wake-up stays, milliseconds
--- ARGV[3] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
+-- ARGV[2] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
 --                       (the window in which a client may send the same release again)
 -- returns "ok"          released; also a repeat of this token's release within done_ms (a
 --                       client retrying after the reply was lost: the first one worked)
@@ -34,18 +35,11 @@ end
 local r = redis.pcall('EXISTS', KEYS[2])
 if bad(r) then return failed('EXISTS', r) end
 if r == 1 then
-  r = redis.pcall('DEL', KEYS[3])
-  if bad(r) then return failed('DEL', r) end
-  r = redis.pcall('RPUSH', KEYS[3], '1')
-  if bad(r) then return failed('RPUSH', r) end
-  r = redis.pcall('PEXPIRE', KEYS[3], ARGV[2])
-  if bad(r) then
-    redis.pcall('DEL', KEYS[3])  -- undo: never a wake list without a TTL
-    return failed('PEXPIRE', r)
-  end
+  r = redis.pcall('PUBLISH', KEYS[3], '*')
+  if bad(r) then return failed('PUBLISH', r) end
 end
 if KEYS[4] then
-  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[3])
+  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
   if bad(r) then return failed('SET', r) end
 end
 r = redis.pcall('DEL', KEYS[1])

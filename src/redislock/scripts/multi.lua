@@ -5,7 +5,8 @@
 -- KEYS[1] lock key of the first name   string "<token>|<fence>|<meta>", always with a PX TTL
 -- KEYS[2] acquire: its fence key (the slot counter, INCR per acquisition, never expires; names
 --         of one slot share it); release: its waiters key
--- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake key (list)
+-- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake channel
+--         (PUBLISHed "*", see lock_release.lua)
 -- KEYS[4] acquire: its legacy fence key (_fence.lua); release: its done key (see
 --         lock_release.lua; written for one name per chunk)
 -- KEYS[5] release: its queue (list of queued Lock and FairLock waiters, see fair.lua)
@@ -14,26 +15,26 @@
 --           acquire: lock, fence, waiters, legacy fence (4);  release: lock, waiters, wake,
 --           done, queue, waiter leases (6);  extend, status: lock (1).
 --         So name i's lock key is KEYS[stride * (i - 1) + 1].
---         extend with ARGV[9]: KEYS[n + 1] is the first name's done key.
+--         extend with ARGV[8]: KEYS[n + 1] is the first name's done key.
 -- ARGV[1] op            "acquire", "release", "extend" or "status"
 -- ARGV[2] n             number of names in KEYS
 -- ARGV[3] token         owner token (>= 32 hex chars, no '|'), one for all the names
--- ARGV[4] ttl_ms        acquire: lease length; extend: the amount (see ARGV[8]); milliseconds (integer >= 1)
+-- ARGV[4] ttl_ms        acquire: lease length; extend: the amount (see ARGV[7]); milliseconds (integer >= 1)
 -- ARGV[5] meta          acquire: holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[6] wait_ms       acquire: 0 for a single try; else how long a busy name's waiters marker lasts, milliseconds
--- ARGV[7] wake_ttl_ms   release: how long an unconsumed wake-up stays, milliseconds
--- ARGV[8] mode          extend: "add" (remaining + ARGV[4]), "set" (ARGV[4]) or "max" (at least ARGV[4])
--- ARGV[9] op_id         extend "add", optional: random per call; a call that finds its op_id in
+-- ARGV[7] mode          extend: "add" (remaining + ARGV[4]), "set" (ARGV[4]) or "max" (at least ARGV[4])
+-- ARGV[8] op_id         extend "add", optional: random per call; a call that finds its op_id in
 --                       the first name's done key was applied already (as lock_extend.lua)
--- ARGV[10] done_ms      release, extend with ARGV[9]: how long the done key remembers it, milliseconds
--- ARGV[11] grant_suffix release: a queued waiter's grant list is <lock key> .. grant_suffix ..
---                       sha1(token)[1..20] (see _queue.lua, fair.lua)
+-- ARGV[9] done_ms       release, extend with ARGV[8]: how long the done key remembers it, milliseconds
+-- ARGV[10] grant_suffix release: a name's grant channel is <lock key> .. grant_suffix
+--                       (":grant"; see _queue.lua, fair.lua)
 -- returns acquire: {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --                  {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                                        TTL); nothing was written but name i's waiters marker
---         release: {"ok", n, 0}          all released, one wake-up pushed per name with waiters
---                                        (marked ones to the wake list; a queue's first live
---                                        waiter gets "0" on its grant list: it then takes it)
+--         release: {"ok", n, 0}          all released, one wake-up published per name with waiters
+--                                        (marked ones "*" on the wake channel; a queue's first
+--                                        live waiter "<tag>|0" on the grant channel: it then
+--                                        tries again at once, and takes it)
 --                  {status, released, i} name i was the first not ours ("gone" or "taken"); the
 --                                        ones still ours were released, others' keys untouched
 --                  A release that finds none of its names but its own release in a done key
@@ -190,7 +191,7 @@ if op == 'release' then
       local ends = redis.pcall('ZSCORE', KEYS[6 * i], head)
       if bad(ends) then return failed('ZSCORE', ends) end
       if ends and tonumber(ends) > now then
-        heads[#heads + 1] = grant_list(locks[i] .. ARGV[11], head)
+        heads[#heads + 1] = {locks[i] .. ARGV[10], grant_tag(head) .. '|0'}
         break
       end
       k = k + 1
@@ -201,31 +202,19 @@ if op == 'release' then
   if bad(waiting) then return failed('MGET', waiting) end
   local r
   for _, g in ipairs(heads) do
-    r = redis.pcall('RPUSH', g, '0')
-    if bad(r) then return failed('RPUSH', r) end
-    r = redis.pcall('PEXPIRE', g, ARGV[7])
-    if bad(r) then
-      redis.pcall('DEL', g)  -- undo: never a grant list without a TTL
-      return failed('PEXPIRE', r)
-    end
+    r = redis.pcall('PUBLISH', g[1], g[2])
+    if bad(r) then return failed('PUBLISH', r) end
   end
   for j = 1, #ours do
     if waiting[j] then
       local wake = KEYS[6 * ours[j] - 3]
-      r = redis.pcall('DEL', wake)
-      if bad(r) then return failed('DEL', r) end
-      r = redis.pcall('RPUSH', wake, '1')
-      if bad(r) then return failed('RPUSH', r) end
-      r = redis.pcall('PEXPIRE', wake, ARGV[7])
-      if bad(r) then
-        redis.pcall('DEL', wake)  -- undo: never a wake list without a TTL
-        return failed('PEXPIRE', r)
-      end
+      r = redis.pcall('PUBLISH', wake, '*')
+      if bad(r) then return failed('PUBLISH', r) end
     end
   end
   local done = KEYS[6 * ours[1] - 2]
   r = redis.pcall(
-    'SET', done, memo .. status .. '|' .. #ours .. '|' .. first, 'PX', ARGV[10])
+    'SET', done, memo .. status .. '|' .. #ours .. '|' .. first, 'PX', ARGV[9])
   if bad(r) then return failed('SET', r) end
   r = redis.pcall('DEL', unpack(gone))
   if bad(r) then
@@ -245,8 +234,8 @@ if op == 'extend' or op == 'status' then
       return {'taken', 0, i}
     end
   end
-  local memo = op == 'extend' and ARGV[8] == 'add' and KEYS[n + 1] and ARGV[9] and ARGV[9] ~= ''
-    and mine .. ARGV[9]
+  local memo = op == 'extend' and ARGV[7] == 'add' and KEYS[n + 1] and ARGV[8] and ARGV[8] ~= ''
+    and mine .. ARGV[8]
   local again = false
   local r
   if memo then
@@ -257,7 +246,7 @@ if op == 'extend' or op == 'status' then
   local least = -1
   for i = 1, n do
     local ms
-    if op == 'extend' and ARGV[8] == 'set' then
+    if op == 'extend' and ARGV[7] == 'set' then
       ms = tonumber(ARGV[4])
     else
       ms = redis.pcall('PTTL', locks[i])
@@ -265,9 +254,9 @@ if op == 'extend' or op == 'status' then
       if op == 'extend' and not again then
         local pttl = ms
         ms = tonumber(ARGV[4])
-        if ARGV[8] == 'add' and pttl > 0 then
+        if ARGV[7] == 'add' and pttl > 0 then
           ms = ms + pttl
-        elseif ARGV[8] == 'max' and pttl > ms then
+        elseif ARGV[7] == 'max' and pttl > ms then
           ms = pttl
         end
       end
@@ -281,7 +270,7 @@ if op == 'extend' or op == 'status' then
     end
   end
   if memo and not again then
-    r = redis.pcall('SET', KEYS[n + 1], memo, 'PX', ARGV[10])
+    r = redis.pcall('SET', KEYS[n + 1], memo, 'PX', ARGV[9])
     if bad(r) then return failed('SET', r) end
   end
   return {'ok', least, 0}

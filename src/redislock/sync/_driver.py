@@ -14,19 +14,20 @@ from redis.exceptions import NoScriptError, ResponseError
 from redislock._core.ops import (
     Acked,
     Batch,
-    BlockPop,
     Eval,
     FanOut,
     Flow,
     Op,
     Replicated,
     Sleep,
+    Wait,
     acked,
     error_flow,
     queue_replicated,
     script_error,
 )
-from redislock.sync import _flavour
+from redislock._core.wake import ticket
+from redislock.sync import _flavour, _hub
 
 __all__ = ["execute", "run", "run_batch", "run_many"]
 
@@ -35,9 +36,19 @@ T = TypeVar("T")
 
 def execute(client: Any, op: Op) -> Any:
     """Perform one operation with ``client`` and return its reply (typed script errors are
-    raised as :mod:`redislock.errors`; redis-py's own errors propagate)."""
-    try:
+    raised as :mod:`redislock.errors`; redis-py's own errors propagate).
+
+    Commands wait for the client's gate (:func:`redislock.sync._hub.gate`): redislock never
+    has more in flight than the client's pool can serve, so a burst of waiters cannot make
+    the pool refuse the holder's release."""
+    if isinstance(op, Wait | Sleep | FanOut):  # no pooled connection
         return _perform(client, op)
+    gate = _hub.gate(client)
+    try:
+        if gate is None:
+            return _perform(client, op)
+        with gate:
+            return _perform(client, op)
     except ResponseError as exc:  # an ACL refusal, a name used by two kinds: typed errors
         typed = run(client, error_flow(exc, op))
         if typed is exc:
@@ -50,6 +61,8 @@ def _perform(client: Any, op: Op) -> Any:
         n = len(op.keys)
         try:
             try:
+                if op.encoded:  # the same EVALSHA, its keys encoded once by the core
+                    return client.execute_command("EVALSHA", *op.encoded, *op.args)
                 return client.evalsha(op.script.sha, n, *op.keys, *op.args)
             except NoScriptError:
                 # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.
@@ -61,8 +74,8 @@ def _perform(client: Any, op: Op) -> Any:
             raise typed from exc
     if isinstance(op, Replicated):
         return _replicated(client, op)
-    if isinstance(op, BlockPop):
-        return client.blpop([op.key], timeout=op.timeout)
+    if isinstance(op, Wait):  # outside a flow: nothing was sent before it
+        return _hub.wait(client, op, ticket())
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
         return client.fan_out(op)
     if isinstance(op, Sleep):
@@ -87,17 +100,32 @@ def _replicated(client: Any, op: Replicated) -> Acked:
 
 
 def run(client: Any, flow: Flow[T]) -> T:
-    """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow."""
+    """Drive ``flow`` to its end with ``client``; errors (not cancellation) go into the flow.
+
+    A :class:`Wait` waits on the client's shared wake-up channel (no pooled connection);
+    the driver takes a ticket before it sends each other operation, so the hub knows which
+    messages came after it (:mod:`redislock._core.wake`). A plain wake-up the flow took but
+    could not use (its next operation failed or was cancelled) goes to the next waiter.
+    """
     mark = _flavour.cancel_mark()
+    cursor = 0
+    claimed: str | None = None  # the channel of a plain wake-up not used yet
     try:
         op = next(flow)
         while True:
             try:
-                if isinstance(op, BlockPop):
-                    reply = _flavour.interruptible(execute(client, op))
+                if isinstance(op, Wait):
+                    reply = _hub.wait(client, op, cursor)
+                    if reply is not None and op.match is None:
+                        claimed = op.channel
                 else:
+                    cursor = ticket()
                     reply = execute(client, op)
+                    claimed = None
             except Exception as exc:
+                if claimed is not None:  # the try after the wake-up failed
+                    _hub.pass_on(client, claimed)
+                    claimed = None
                 op = flow.throw(exc)
             else:
                 if _flavour.cancelled_since(mark):
@@ -106,6 +134,9 @@ def run(client: Any, flow: Flow[T]) -> T:
     except StopIteration as stop:
         result: T = stop.value
         return result
+    finally:
+        if claimed is not None:
+            _hub.pass_on(client, claimed)
 
 
 def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException | None]:
@@ -130,8 +161,13 @@ def run_batch(client: Any, batch: Batch[Any]) -> None:
             continue
         pipe = client.pipeline(transaction=False)
         batch.queue(pipe)
+        gate = _hub.gate(client)
         try:
-            replies = batch.split(pipe.execute(raise_on_error=False))
+            if gate is None:
+                replies = batch.split(pipe.execute(raise_on_error=False))
+            else:
+                with gate:
+                    replies = batch.split(pipe.execute(raise_on_error=False))
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):

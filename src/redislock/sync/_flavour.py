@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Final, TypeAlias, TypeVar
+from typing import Final, TypeAlias
 
 import redis
 import redis.cluster
-
-T = TypeVar("T")
 
 NAME: Final = "sync"
 CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
@@ -51,9 +49,3 @@ def cancel_mark() -> int:
 def cancelled_since(mark: int) -> bool:
     """False: threads are not cancelled (see the asyncio flavour)."""
     return False
-
-
-def interruptible(result: T) -> T:
-    """``result`` itself: the blocking command already ran in this thread (the asyncio
-    flavour runs it in a task of its own so that a cancellation takes effect at once)."""
-    return result

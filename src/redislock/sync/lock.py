@@ -11,7 +11,6 @@ from typing import Any, Self, Unpack
 from redislock._core.fair import NO_QUEUE_LIMIT, FairCore
 from redislock._core.lock import LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
-from redislock._handle import Holder
 from redislock.errors import AcquireTimeoutError
 from redislock.sync import _flavour, _steps
 from redislock.sync._driver import run
@@ -96,18 +95,26 @@ class Lock(Lease):
         Lease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        base = Holder._make_core(self, client, name, options)
-        return FairCore.from_base(base, DEFAULT_WAITER_LEASE, NO_QUEUE_LIMIT, "Lock")
+        return self._new_core(
+            FairCore,
+            client,
+            name,
+            options,
+            waiter_lease=DEFAULT_WAITER_LEASE,
+            queue_max=NO_QUEUE_LIMIT,
+            kind="Lock",
+        )
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.
 
         One round trip when nobody is queued: a script sets the key with a fresh token and
         PX TTL only if absent, and issues the next fencing token. Otherwise the same script
-        queues this waiter, which blocks (BLPOP on its own grant list) until a release
-        grants it the lock, retrying at least every ``recheck_interval`` seconds (at most a
-        third of its waiter lease) to renew its place. A waiter that gives up or is
-        cancelled leaves the queue.
+        queues this waiter, which waits for a release to grant it the lock (a message on
+        the name's grant channel, which all the waiters of the process share on one
+        connection: waiting holds no pooled connection), retrying at least every
+        ``recheck_interval`` seconds (at most a third of its waiter lease) to renew its
+        place. A waiter that gives up or is cancelled leaves the queue.
 
         Args:
             blocking: False for a single try.

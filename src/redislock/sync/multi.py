@@ -11,7 +11,7 @@ from typing import Any, Unpack
 from redislock._core.lock import LockCore, token_tag
 from redislock._core.multi import MultiCore, check_names
 from redislock._core.options import MultiKwargs, MultiOptions
-from redislock._handle import Holder, is_cluster, socket_timeout
+from redislock._handle import Holder, is_cluster
 from redislock.errors import LockUsageError
 from redislock.sync.lock import Lock
 
@@ -65,7 +65,7 @@ class MultiLock(Lock):
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
         names = check_names(name)
-        base = LockCore.from_options(names[0], options, socket_timeout=socket_timeout(client))
+        base = LockCore.from_options(names[0], options)
         return MultiCore.from_base(base, names, options.prefix, is_cluster(client))
 
     @property

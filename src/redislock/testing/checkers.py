@@ -428,7 +428,7 @@ def leases_alive_after_death(
     Returns ``[{**hold interval, "t_death", "deadline", "excess"}]`` for each hold interval of
     that pid whose ``last`` (last seen present) is after ``deadline = t_death + handoff +
     lease + eps``; ``excess = last - deadline`` (seconds). ``handoff``: how long after its
-    death a killed waiter may still be handed the lock by another's release (FairLock: its
+    death a killed waiter may still be handed the lock by another's release (Lock, FairLock: its
     waiter lease, after which the queue skips it; 0 for kinds without hand-off).
 
     A request the dead worker handed to a server that was stalled at ``t_death``

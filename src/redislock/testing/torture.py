@@ -579,9 +579,9 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         bound=cfg.lease / 3 + cfg.timeout,
         permits=cfg.permits if cfg.scenario == "semaphore" else None,
         persistent=cfg.persistence == "always" or cfg.url is not None,
-        # a killed FairLock waiter is skipped one waiter lease after it stopped renewing;
-        # until then a release may hand it the lock (fair.lua)
-        handoff=DEFAULT_WAITER_LEASE if cfg.scenario == "fairlock" else 0.0,
+        # a killed Lock or FairLock waiter is skipped one waiter lease after it stopped
+        # renewing; until then a release may hand it the lock (fair.lua, both kinds)
+        handoff=DEFAULT_WAITER_LEASE if cfg.scenario in ("lock", "fairlock") else 0.0,
     )
     # The harness itself must have worked, or the zeros above mean nothing.
     polls = audit.polls or [0]

@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: MIT
+"""The shared wake-up channel (asyncio): one pub/sub connection per client per event loop,
+read by one task, for every waiter of every lock of that client (see
+:mod:`redislock._core.wake`). Hand-written; its sync twin is :mod:`redislock.sync._hub`.
+
+The reader task alone reads the :class:`redis.asyncio.client.PubSub` (in its own task: no
+read is left behind in a task of its own when the loop shuts down); when a waiter needs a
+new channel, a short task sends SUBSCRIBE beside the pending read (asyncio writes whole
+commands). On a connection error every waiter re-checks at once and
+the reader connects again with back-off; it stops, and closes its connection, when no
+channel was wanted for :data:`redislock._core.wake.LINGER` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import weakref
+from typing import Any
+
+import redis.asyncio.cluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ResponseError
+
+from redislock._core.ops import Wait
+from redislock._core.wake import Board, Waiter, gate_size, refusal, text
+
+__all__ = ["gate", "pass_on", "wait"]
+
+_HUBS: weakref.WeakKeyDictionary[Any, dict[asyncio.AbstractEventLoop, _Hub]] = (
+    weakref.WeakKeyDictionary()
+)
+
+_Gates = dict[asyncio.AbstractEventLoop, asyncio.Semaphore | None]
+_GATES: weakref.WeakKeyDictionary[Any, _Gates] = weakref.WeakKeyDictionary()
+
+_BACKOFF = (0.02, 2.0)
+
+_READ = 60.0
+"""Longest single read, in seconds (the reader re-checks its channels' linger after it)."""
+"""First and longest pause, in seconds, before the reader connects again after an error."""
+
+
+class _Hub:
+    """One client's wake-up channel in one event loop."""
+
+    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.client = weakref.ref(client)
+        self.loop = loop
+        self.pid = os.getpid()
+        self.board = Board()
+        self.task: asyncio.Task[None] | None = None
+        self.ps: Any = None
+        """The reader's PubSub while it serves (connected, its retries off)."""
+        self.sender: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ waiters
+
+    async def wait(self, op: Wait, cursor: int) -> str | None:
+        payload, w = self.board.begin(op.channel, op.match, cursor)
+        if w is None:
+            return payload
+        fut: asyncio.Future[str | None] = self.loop.create_future()
+        w.handle = fut
+        self._start()
+        idle_sender = self.sender is None or self.sender.done()
+        if self.board.requests and self.ps is not None and idle_sender:
+            self.sender = self.loop.create_task(self._send(self.ps))
+        timer = self.loop.call_later(op.timeout, self._expire, w)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self._signal(self.board.drop(w))  # a plain wake-up it took goes to the next
+            raise
+        finally:
+            timer.cancel()
+
+    def _expire(self, w: Waiter) -> None:
+        if not w.done:
+            self.board.drop(w)
+            self._set(w, None)
+
+    def _set(self, w: Waiter, payload: str | None) -> None:
+        fut = w.handle
+        if fut is not None and not fut.done():
+            if w.error is not None:
+                fut.set_exception(w.error)
+            else:
+                fut.set_result(payload)
+
+    def _signal(self, w: Waiter | None) -> None:
+        if w is not None:
+            self._set(w, w.payload)
+
+    def _wake(self, woken: list[Waiter]) -> None:
+        for w in woken:
+            self._set(w, w.payload)
+
+    async def _send(self, ps: Any) -> None:
+        """Send the SUBSCRIBE a new waiter needs beside the reader's pending read (asyncio
+        writes whole commands; the reader alone reads). On failure the connection is closed:
+        the reader then finds it broken and every waiter re-checks."""
+        if ps is not self.ps:  # the reader reconnected meanwhile: it sends what is wanted
+            return
+        try:
+            await self._flush(ps)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await ps.connection.disconnect()
+
+    async def _flush(self, ps: Any) -> None:
+        subs, unsubs = self.board.take(time.monotonic())
+        if subs:
+            await ps.subscribe(*subs)
+        if unsubs:
+            await ps.unsubscribe(*unsubs)
+
+    # ------------------------------------------------------------------ the reader
+
+    def _start(self) -> None:
+        if self.task is None or self.task.done():
+            self.task = self.loop.create_task(self._read(), name="redislock-wake-reader")
+
+    async def _read(self) -> None:
+        pause = _BACKOFF[0]
+        while True:
+            client = self.client()
+            if client is None:
+                self.task = None
+                return
+            ps = _pubsub(client)
+            del client
+            idle = False
+            saved = None
+            try:
+                # Errors surface here instead of a reconnection inside redis-py: a closed
+                # client then stops the reader (no waiter left), and every waiter re-checks.
+                await ps.connect()
+                saved, ps.connection.retry = ps.connection.retry, Retry(NoBackoff(), 0)
+                await self._serve(ps)
+                idle = True
+            except Exception:
+                self.ps = None
+                self._wake(self.board.broken())  # every waiter re-checks now
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None  # redis-py turned it into an error
+            finally:
+                self.ps = None
+                if saved is not None and ps.connection is not None:
+                    ps.connection.retry = saved  # the connection goes back to the pool
+                with contextlib.suppress(Exception):
+                    await ps.aclose()
+            if idle:
+                return
+            if not self.board.channels:
+                self.task = None
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _BACKOFF[1])
+
+    async def _serve(self, ps: Any) -> None:
+        """Read ``ps`` and send what the board asks for until the hub is idle."""
+        self.ps = ps
+        while True:
+            await self._flush(ps)
+            now = time.monotonic()
+            if self.board.idle(now):
+                self.task = None  # a new waiter starts a new reader while this one closes
+                self.ps = None
+                return
+            soon = self.board.next_check(now)
+            try:
+                msg = await ps.get_message(timeout=_READ if soon is None else min(soon, _READ))
+            except ResponseError as exc:  # an error reply: the connection is fine
+                self._wake(self.board.refused(*refusal(exc)))
+                continue
+            self._handle(msg)
+
+    def _handle(self, msg: Any) -> None:
+        if not msg:
+            return
+        kind = text(msg.get("type"))
+        channel = text(msg.get("channel"))
+        if kind == "message":
+            self._wake(self.board.message(channel, text(msg.get("data"))))
+        elif kind == "subscribe":
+            self._wake(self.board.subscribed(channel))
+        elif kind == "unsubscribe":
+            self.board.unsubscribed(channel)
+
+
+def _pubsub(client: Any) -> Any:
+    """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
+    picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        return client.pubsub(node=client.get_random_node())
+    return client.pubsub()
+
+
+def _hub(client: Any) -> _Hub:
+    loop = asyncio.get_running_loop()
+    hubs = _HUBS.get(client)
+    if hubs is None:
+        hubs = _HUBS[client] = {}
+    hub = hubs.get(loop)
+    if hub is None or hub.pid != os.getpid():
+        for old in [lp for lp in hubs if lp.is_closed()]:
+            del hubs[old]
+        hub = hubs[loop] = _Hub(client, loop)
+    return hub
+
+
+async def wait(client: Any, op: Wait, cursor: int) -> str | None:
+    """Perform ``op`` for a flow whose previous operation was sent after ticket ``cursor``
+    (see :mod:`redislock._core.wake`).
+
+    Raises:
+        asyncio.CancelledError: the calling task was cancelled (the hub stays consistent).
+    """
+    return await _hub(client).wait(op, cursor)
+
+
+def pass_on(client: Any, channel: str) -> None:
+    """A plain wake-up the flow took could not be used (the flow ended before it tried):
+    give it to the next waiter of the channel."""
+    hubs = _HUBS.get(client)
+    hub = None if hubs is None else hubs.get(asyncio.get_running_loop())
+    if hub is not None:
+        hub._signal(hub.board.pass_on(channel))
+
+
+def gate(client: Any) -> asyncio.Semaphore | None:
+    """The semaphore redislock's commands on ``client`` pass (per event loop), or None
+    (see :func:`redislock._core.wake.gate_size`)."""
+    try:
+        gates = _GATES[client]
+    except KeyError:
+        gates = _GATES[client] = {}
+    except TypeError:  # not weak-referenceable: no gate
+        return None
+    loop = asyncio.get_running_loop()
+    try:
+        return gates[loop]
+    except KeyError:
+        size = gate_size(client)
+        found = gates[loop] = None if size is None else asyncio.Semaphore(size)
+        return found

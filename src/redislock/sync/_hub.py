@@ -1,0 +1,244 @@
+# SPDX-License-Identifier: MIT
+"""The shared wake-up channel (threads): one pub/sub connection per client per process,
+read by one daemon thread, for every waiter of every lock of that client (see
+:mod:`redislock._core.wake`). Hand-written; its asyncio twin is :mod:`redislock.aio._hub`.
+
+The reader thread alone uses the :class:`redis.client.PubSub` (redis-py's PubSub sends under
+a lock but reads without one, and reconnects inside whichever call failed: two threads on
+one would race). A waiter that needs a new channel kicks the reader through a socket pair
+the reader selects on beside the pub/sub socket, so SUBSCRIBE goes out at once. On a
+connection error every waiter re-checks at once and the reader connects again with
+back-off; it stops, and closes its connection, when no channel was wanted for
+:data:`redislock._core.wake.LINGER` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import threading
+import time
+import weakref
+from typing import Any
+
+import redis.cluster
+from redis.exceptions import ResponseError
+
+from redislock._core.ops import Wait
+from redislock._core.wake import Board, Waiter, gate_size, refusal, text
+
+__all__ = ["gate", "pass_on", "wait"]
+
+_HUBS: weakref.WeakKeyDictionary[Any, _Hub] = weakref.WeakKeyDictionary()
+_HUBS_LOCK = threading.Lock()
+
+_GATES: weakref.WeakKeyDictionary[Any, threading.BoundedSemaphore | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+_BACKOFF = (0.02, 2.0)
+"""First and longest pause, in seconds, before the reader connects again after an error."""
+
+
+class _Hub:
+    """One client's wake-up channel in this process."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = weakref.ref(client)
+        self.pid = os.getpid()
+        self.board = Board()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.kick_w: socket.socket | None = None
+        """The running reader's kick socket (its pair's other end is the reader's)."""
+
+    # ------------------------------------------------------------------ waiters
+
+    def wait(self, op: Wait, cursor: int) -> str | None:
+        with self.lock:
+            payload, w = self.board.begin(op.channel, op.match, cursor)
+            if w is None:
+                return payload
+            event = threading.Event()
+            w.handle = event
+            self._start()
+            kick = self.kick_w if self.board.requests else None
+        if kick is not None:
+            with contextlib.suppress(OSError):  # full or closed: the reader has work anyway
+                kick.send(b"k")
+        try:
+            event.wait(op.timeout)
+        except BaseException:  # interrupted: a plain wake-up it took goes to the next
+            with self.lock:
+                nxt = self.board.drop(w)
+            if nxt is not None:
+                nxt.handle.set()
+            raise
+        with self.lock:
+            if not w.done:
+                self.board.drop(w)
+                return None
+            w.claimed = False  # it returns: the driver passes it on if it goes unused
+            if w.error is not None:
+                raise w.error
+            return w.payload
+
+    @staticmethod
+    def _wake(woken: list[Waiter]) -> None:
+        for w in woken:
+            w.handle.set()
+
+    def pass_on(self, channel: str) -> None:
+        with self.lock:
+            w = self.board.pass_on(channel)
+        if w is not None:
+            w.handle.set()
+
+    # ------------------------------------------------------------------ the reader
+
+    def _start(self) -> None:
+        """Start the reader if it is not running (called under the lock)."""
+        if self.thread is None:
+            kick_r, self.kick_w = socket.socketpair()
+            for s in (kick_r, self.kick_w):
+                s.setblocking(False)
+            self.thread = threading.Thread(
+                target=self._read,
+                args=(kick_r, self.kick_w),
+                name="redislock-wake-reader",
+                daemon=True,
+            )
+            self.thread.start()
+
+    def _read(self, kick_r: socket.socket, kick_w: socket.socket) -> None:
+        try:
+            self._loop(kick_r)
+        finally:
+            kick_r.close()
+            kick_w.close()
+
+    def _loop(self, kick_r: socket.socket) -> None:
+        pause = _BACKOFF[0]
+        while True:
+            client = self.client()
+            if client is None:
+                with self.lock:
+                    self.thread = None
+                    self.kick_w = None
+                return
+            ps = _pubsub(client)
+            del client
+            try:
+                if self._serve(ps, kick_r):
+                    return
+            except Exception:
+                with self.lock:
+                    woken = self.board.broken()  # every waiter re-checks now
+                    if not self.board.channels:
+                        self.thread = None
+                        self.kick_w = None
+                        return
+                self._wake(woken)
+            finally:
+                with contextlib.suppress(Exception):
+                    ps.close()
+            time.sleep(pause)
+            pause = min(pause * 2, _BACKOFF[1])
+
+    def _serve(self, ps: Any, kick_r: socket.socket) -> bool:
+        """Read ``ps`` and send what the board asks for; True when the hub went idle (the
+        thread is then no longer the hub's)."""
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                subs, unsubs = self.board.take(now)
+                if not subs and not unsubs and self.board.idle(now):
+                    self.thread = None
+                    self.kick_w = None
+                    return True
+                timeout = self.board.next_check(now)
+            if subs:
+                ps.subscribe(*subs)
+            if unsubs:
+                ps.unsubscribe(*unsubs)
+            conn = ps.connection
+            while conn is not None and conn.can_read(timeout=0):
+                # a whole reply is on its way: read it without a timeout
+                try:
+                    self._handle(ps.handle_message(ps.parse_response(block=True)))
+                except ResponseError as exc:  # an error reply: the connection is fine
+                    with self.lock:
+                        woken = self.board.refused(*refusal(exc))
+                    self._wake(woken)
+            sock = None if conn is None else getattr(conn, "_sock", None)
+            ready, _, _ = select.select(
+                [kick_r] if sock is None else [kick_r, sock], [], [], timeout
+            )
+            if kick_r in ready:
+                with contextlib.suppress(OSError):
+                    kick_r.recv(4096)
+
+    def _handle(self, msg: Any) -> None:
+        if not msg:
+            return
+        kind = text(msg.get("type"))
+        channel = text(msg.get("channel"))
+        woken: list[Waiter] = []
+        with self.lock:
+            if kind == "message":
+                woken = self.board.message(channel, text(msg.get("data")))
+            elif kind == "subscribe":
+                woken = self.board.subscribed(channel)
+            elif kind == "unsubscribe":
+                self.board.unsubscribed(channel)
+        self._wake(woken)
+
+
+def _pubsub(client: Any) -> Any:
+    """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
+    picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
+    if isinstance(client, redis.cluster.RedisCluster):
+        return client.pubsub(node=client.get_random_node())  # type: ignore[no-untyped-call]
+    return client.pubsub()
+
+
+def _hub(client: Any) -> _Hub:
+    hub = _HUBS.get(client)
+    if hub is None or hub.pid != os.getpid():
+        with _HUBS_LOCK:
+            hub = _HUBS.get(client)
+            if hub is None or hub.pid != os.getpid():
+                hub = _HUBS[client] = _Hub(client)
+    return hub
+
+
+def wait(client: Any, op: Wait, cursor: int) -> str | None:
+    """Perform ``op`` for a flow whose previous operation was sent after ticket ``cursor``
+    (see :mod:`redislock._core.wake`)."""
+    return _hub(client).wait(op, cursor)
+
+
+def pass_on(client: Any, channel: str) -> None:
+    """A plain wake-up the flow took could not be used (the flow ended before it tried):
+    give it to the next waiter of the channel."""
+    hub = _HUBS.get(client)
+    if hub is not None:
+        hub.pass_on(channel)
+
+
+def gate(client: Any) -> threading.BoundedSemaphore | None:
+    """The semaphore redislock's commands on ``client`` pass, or None (see
+    :func:`redislock._core.wake.gate_size`)."""
+    try:
+        return _GATES[client]
+    except KeyError:
+        pass
+    except TypeError:  # not weak-referenceable: no gate
+        return None
+    with _HUBS_LOCK:
+        if client not in _GATES:
+            size = gate_size(client)
+            _GATES[client] = None if size is None else threading.BoundedSemaphore(size)
+        return _GATES[client]

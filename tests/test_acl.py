@@ -30,7 +30,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 # What each profile runs: scripts (every command in them), and commands sent from Python.
 PROFILES: dict[str, tuple[set[str], set[str]]] = {
     "Lock": (
-        {"fair", "lock_extend", "lock_renew", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep"},
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
@@ -40,7 +40,7 @@ PROFILES: dict[str, tuple[set[str], set[str]]] = {
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS", "SET", "DEL"},
     ),
     "FairLock": (
-        {"fair", "lock_extend", "lock_renew", "lock_status"},
+        {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep"},
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
     "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),

@@ -10,6 +10,7 @@ out handing on to the queue, and a cancelled asyncio waiter leaving the queue.""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import multiprocessing
 import threading
@@ -230,5 +231,193 @@ async def test_a_cancelled_waiter_leaves_the_queue(ar: redis.asyncio.Redis) -> N
     await waiter.release()
 
 
+def _queued_now(client: redis.Redis, n: int) -> bool:
+    return int(client.llen(F.queue)) >= n
+
+
+async def _queued(ar: redis.asyncio.Redis, n: int) -> bool:
+    return int(await ar.llen(F.queue)) >= n
+
+
 async def _no_queue(ar: redis.asyncio.Redis) -> bool:
     return int(await ar.exists(F.queue, F.leases, F.info)) == 0
+
+
+# ------------------------------------------------------------------ waiter leases kept in bulk
+
+
+def _evalsha_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0)) + int(
+        stats.get("cmdstat_eval", {}).get("calls", 0)
+    )
+
+
+@pytest.mark.parametrize("flavour", ["threads", "asyncio"])
+def test_queued_waiters_are_kept_alive_in_bulk_not_by_a_try_each(
+    redis_server: RedisProcess, admin: redis.Redis, flavour: str
+) -> None:
+    """100 waiters queued behind a holder, each with the default 1 s waiter lease: their
+    process renews all their leases in one waiter_keep call every third of it, instead of
+    each waiter trying fair.lua's acquire again (300 scripts a second before). Every lease
+    stays alive, and after the release every waiter is served in arrival order."""
+    n = 100
+    client = redis.Redis(**redis_server.client_kwargs())  # redis-py's defaults
+    holder = Lock(client, NAME, ttl=30)
+    assert holder.acquire(blocking=False)
+    order: list[int] = []
+    done = threading.Event()
+    box: dict[str, BaseException] = {}
+
+    if flavour == "threads":
+
+        def take(i: int) -> None:
+            lock = Lock(client, NAME, ttl=10)
+            assert lock.acquire(timeout=60)
+            order.append(i)
+            lock.release()
+
+        threads = [threading.Thread(target=take, args=(i,)) for i in range(n)]
+        for i, t in enumerate(threads):
+            t.start()
+            wait_for(functools.partial(_queued_now, admin, i + 1))  # queued in this order
+
+        def finish() -> None:
+            for t in threads:
+                t.join(60)
+            done.set()
+
+    else:
+        loop_ready = threading.Event()
+
+        async def main() -> None:
+            aclient = redis.asyncio.Redis(**redis_server.client_kwargs())
+            locks = [AsyncLock(aclient, NAME, ttl=10) for _ in range(n)]
+
+            async def take(i: int) -> None:
+                assert await locks[i].acquire(timeout=60)
+                order.append(i)
+                await locks[i].release()
+
+            tasks = []
+            for i in range(n):
+                tasks.append(asyncio.ensure_future(take(i)))
+                await async_wait_for(functools.partial(_queued, aclient, i + 1))  # in order
+            loop_ready.set()
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                await aclient.aclose()
+
+        def finish_loop() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:  # reported below
+                box["error"] = exc
+            done.set()
+
+        runner = threading.Thread(target=finish_loop)
+        runner.start()
+        assert loop_ready.wait(60)
+
+        def finish() -> None:
+            runner.join(60)
+
+    admin.config_resetstat()
+    for _ in range(4):  # 2 s: six waiter-lease renewals of every waiter
+        time.sleep(0.5)
+        now_ms = int(admin.time()[0]) * 1000 + int(admin.time()[1]) // 1000
+        assert admin.zcount(F.leases, "-inf", now_ms) == 0  # no lease ran out
+        assert admin.llen(F.queue) == n
+    calls = _evalsha_calls(admin)
+    # A try each every third of the waiter lease would be 600 calls; the keep is about 6
+    # (a few more when a call starts just before a waiter's due time).
+    assert calls <= 20, calls
+    holder.release()
+    finish()
+    assert done.wait(60)
+    if flavour == "threads":
+        assert order == list(range(n))  # in arrival order
+    else:
+        assert "error" not in box, box
+        assert order == list(range(n))
+    assert admin.exists(F.queue, F.leases, F.info) == 0
+    client.close()
+
+
+def test_a_grant_whose_message_was_lost_is_found_by_the_keep(
+    r: redis.Redis, admin: redis.Redis
+) -> None:
+    """A waiter granted the lock without its message (as if the pub/sub message were lost)
+    finds it at its keep's next look (every third of its waiter lease), not at its own
+    next try seconds later; its lease estimate starts before the grant."""
+    holder = Lock(r, NAME, ttl=30)
+    assert holder.acquire(blocking=False)
+    waiter = Lock(r, NAME, ttl=10)
+    got: list[float] = []
+
+    def take() -> None:
+        assert waiter.acquire(timeout=30)
+        got.append(time.monotonic())
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    try:
+        wait_for(lambda: admin.llen(F.queue) == 1)
+        token = str(admin.lindex(F.queue, 0))
+        fence = int(admin.incr(F.fence))
+        granted = time.monotonic()
+        # fair.lua's grant, without its PUBLISH
+        admin.set(F.lock, f"{token}|{fence}|other-host|1|0", px=10_000)
+        admin.lrem(F.queue, 1, token)
+        admin.zrem(F.leases, token)
+        admin.hdel(F.info, token)
+        thread.join(10)
+        assert got
+        assert got[0] - granted < 1.0  # the keep's next look (1/3 s), not a try 5-10 s on
+        assert waiter.fencing_token == fence
+        assert waiter.owned()
+        h = waiter._core.holding
+        assert h is not None
+        assert h.acquired_at <= granted  # the estimate starts before the grant was written
+        assert h.expires_at - h.acquired_at == pytest.approx(10.0)
+    finally:
+        thread.join(10)
+        if waiter.locked():
+            waiter.release()
+
+
+def test_a_lock_deleted_without_a_grant_goes_to_the_head_of_the_queue(
+    r: redis.Redis, admin: redis.Redis
+) -> None:
+    """The lock key vanishes with nobody granted (an operator's DEL, an eviction): the keep
+    tells the first waiter, which takes it; the second stays queued behind it."""
+    holder = Lock(r, NAME, ttl=30)
+    assert holder.acquire(blocking=False)
+    waiters = [Lock(r, NAME, ttl=10) for _ in range(2)]
+    events = [threading.Event() for _ in range(2)]
+    release = threading.Event()
+
+    def take(i: int) -> None:
+        assert waiters[i].acquire(timeout=30)
+        events[i].set()
+        release.wait(30)
+        waiters[i].release()
+
+    threads = []
+    for i in range(2):
+        threads.append(threading.Thread(target=take, args=(i,)))
+        threads[-1].start()
+        wait_for(lambda: admin.llen(F.queue) == len(threads))
+    deleted = time.monotonic()
+    admin.delete(F.lock)
+    try:
+        assert events[0].wait(5)
+        assert time.monotonic() - deleted < 1.0  # the keep's next look, not the 30 s TTL
+        assert not events[1].is_set()
+        assert admin.llen(F.queue) == 1
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+    assert events[1].is_set()

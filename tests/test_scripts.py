@@ -210,6 +210,14 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert first.strip() == "KEYS[i]"
             assert "for i = 1, #KEYS do" in code
             continue
+        if name == "waiter_keep":
+            # Four keys a waiter, any number of waiters: the parameters of keep(), given
+            # KEYS[i] .. KEYS[i + 3] in one loop; `key` runs over three of them.
+            assert first.strip() in {"lock", "queue", "leases", "info", "key"}, first
+            assert "for i = 1, #KEYS, 4 do" in code
+            assert "keep(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], " in code
+            assert "for _, key in ipairs({leases, queue, info}) do" in code
+            continue
         assert re.fullmatch(r"KEYS\[\d+\]", first.strip()), f"{command} {first}"
     if name == "multi":
         for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
@@ -221,11 +229,13 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
                 assert re.fullmatch(r"KEYS\[[\w *+\-()\[\]]*\]|locks\[i\]|\{\}.*", value), value
     elif name in ("redlock_fence", "lock_renew"):
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
+    elif name == "waiter_keep":
+        assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i", "i + 1", "i + 2", "i + 3"}
     elif name == "hold":
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # only to fill K
     else:
         assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
-    assert "#KEYS" not in code or name in ("redlock_fence", "lock_renew")
+    assert "#KEYS" not in code or name in ("redlock_fence", "lock_renew", "waiter_keep")
     # no key prefix spelled out in Lua (the ACL refusal's message is not a key)
     assert "redislock:" not in code.replace("'NOPERM redislock: '", "")
     assert not {cmd.upper() for cmd, _ in calls} & {"KEYS", "SCAN", "SELECT", "RENAME"}
@@ -262,8 +272,8 @@ def test_lua_keys_are_hash_tagged_together() -> None:
     """The cases use the real key layout: every key of one call shares a slot."""
     slot: Callable[[str], int] = lambda k: redis.crc.key_slot(k.encode())  # noqa: E731
     for case in CASES:
-        if case.script == "lock_renew":
-            # The one exception: the watchdog renews holds of many names in one call, only
-            # through a plain (one-node) client, never a cluster client.
+        if case.script in ("lock_renew", "waiter_keep"):
+            # The exceptions: the watchdog renews holds, and a process its queued waiters'
+            # leases, of many names in one call (a cluster client sends one call per slot).
             continue
         assert len({slot(k) for k in (*case.keys, *case.extra)}) == 1, case.id

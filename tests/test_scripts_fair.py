@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from redislock._core.fair import FairCore
+from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
@@ -42,7 +43,15 @@ from tests.scriptcases import (
     woken,
 )
 
-FULL = (*FAIR, K.done, K.wait, K.wake)  # release, force: with Lock's done key, MultiLock's marker
+FULL = (*FAIR, K.done, K.wait, K.wake)
+KEEP = (F.lock, F.queue, F.leases, F.info)  # waiter_keep's four keys of a waiter
+F2 = FairKeys.for_name("job}2")  # another name of the same slot (hash tag "job")
+KEEP2 = (
+    F2.lock,
+    F2.queue,
+    F2.leases,
+    F2.info,
+)  # release, force: with Lock's done key, MultiLock's marker
 
 CASES = [
     # ---------------------------------------------------------------- fair: acquire
@@ -559,6 +568,117 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *absent(F.lock, F.fence),
         ],
+    ),
+    # ---------------------------------------------------------------- waiter_keep
+    Case(
+        "keep-queued-renews-the-waiter-lease-and-the-queue-ttl",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["queued", 0]],
+        setup=[
+            fheld(OTHER),
+            *waiter(TOKEN, waiter_ms=500),
+            ("PEXPIRE", F.queue, 500),
+            ("PEXPIRE", F.leases, 500),
+            ("PEXPIRE", F.info, 500),
+        ],
+        after=[
+            (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
+            *queue_ttl(6000 - SLACK, 6000),  # twice the lease: not extended every time
+            (("LRANGE", F.queue, 0, -1), [TOKEN]),
+            (("GET", F.lock), f"{OTHER}|1|{META}"),
+        ],
+    ),
+    Case(
+        "keep-never-shortens-the-queue-ttl",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 1000",),
+        [["queued", 0]],
+        setup=[
+            fheld(OTHER),
+            *waiter(TOKEN),
+            *waiter(THIRD, waiter_ms=9000),
+            ("PEXPIRE", F.queue, 9000),
+            ("PEXPIRE", F.leases, 9000),
+            ("PEXPIRE", F.info, 9000),
+        ],
+        after=[
+            (("ZSCORE", F.leases, TOKEN), Clock(1000, 1000 + SLACK)),
+            *queue_ttl(9000 - SLACK, 9000),
+        ],
+    ),
+    Case(
+        "keep-granted-reports-the-fence-and-writes-nothing",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["granted", 5]],
+        setup=[fheld(TOKEN, fence=5), *waiter(THIRD)],
+        after=[
+            (("GET", F.lock), f"{TOKEN}|5|{META}"),
+            (("ZSCORE", F.leases, THIRD), Clock(1000, 1000)),
+            *not_queued(TOKEN),
+        ],
+    ),
+    Case(
+        "keep-not-queued-is-gone-and-not-queued-again",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["gone", 0]],
+        setup=[fheld(OTHER)],
+        after=[*absent(F.queue, F.leases, F.info), (("GET", F.lock), f"{OTHER}|1|{META}")],
+    ),
+    Case(
+        "keep-an-ended-waiter-lease-is-gone-and-not-revived",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["gone", 0]],
+        setup=[fheld(OTHER), *waiter(TOKEN, waiter_ms=-100), *waiter(THIRD)],
+        after=[*not_queued(TOKEN), (("LRANGE", F.queue, 0, -1), [THIRD])],  # pruned
+    ),
+    Case(
+        "keep-free-lock-first-in-queue-tries",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["free", 0]],
+        setup=[*waiter(TOKEN), *waiter(THIRD)],
+        after=[(("ZSCORE", F.leases, TOKEN), Clock(1000, 1000)), *absent(F.lock)],
+    ),
+    Case(
+        "keep-free-lock-behind-a-dead-waiter-tries",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["free", 0]],
+        setup=[*waiter(OTHER, waiter_ms=-100), *waiter(TOKEN)],
+        after=[(("LRANGE", F.queue, 0, -1), [TOKEN]), *not_queued(OTHER), *absent(F.lock)],
+    ),
+    Case(
+        "keep-free-lock-behind-a-live-waiter-stays-queued",
+        "waiter_keep",
+        KEEP,
+        (f"{TOKEN} 3000",),
+        [["queued", 0]],
+        setup=[*waiter(OTHER), *waiter(TOKEN, waiter_ms=500)],
+        after=[(("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)), *absent(F.lock)],
+    ),
+    Case(
+        "keep-many-waiters-of-many-names-in-one-call",
+        "waiter_keep",
+        (*KEEP, *KEEP2),
+        (f"{TOKEN} 3000 {THIRD} 2000",),
+        [["queued", 0], ["granted", 2]],
+        setup=[
+            fheld(OTHER),
+            *waiter(TOKEN, waiter_ms=500),
+            ("SET", F2.lock, f"{THIRD}|2|{META}", "PX", 5000),
+        ],
+        after=[(("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK))],
     ),
 ]
 

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Final
@@ -23,7 +24,7 @@ from typing import Final
 from redislock._core import validate
 from redislock._core.keys import FairKeys
 from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
-from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, encoded, unwrap
+from redislock._core.ops import Eval, Flow, Keep, Wait, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
@@ -38,6 +39,11 @@ WAKE: Final = 0
 """The fence of a message ``<tag>|0`` on the grant channel: the waiter of that tag was woken
 without a grant (multi.lua's release of a name it waits for) and tries again at once. A
 grant carries the fencing token (>= 1)."""
+RECHECK_QUEUED: Final = 10.0
+"""Longest wait, in seconds, of a queued waiter between its own tries (a random part of it,
+from half to all, so waiters that queued together do not try together). Meanwhile its
+process renews its waiter lease and looks for its grant (:class:`Keep`, every third of the
+waiter lease): the try is only the last safety net."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -145,6 +151,7 @@ class FairCore(LockCore):
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
         tag = ""  # what a grant to this waiter is tagged with, once it waits
+        keep: Keep | None = None  # its waiter lease, renewed by the process while it waits
         queued = False
         first = True
         try:
@@ -192,21 +199,34 @@ class FairCore(LockCore):
                             if (yield from self._held(token, fence, now, ms)):
                                 return self._won(start)
                     return self._gave_up(start, now)
-                longest = min(self.recheck_interval, self.waiter_lease / 3.0)
-                block = self._pause(longest, pttl, deadline, now)
                 tag = tag or self.fkeys.tag(token)
+                if keep is None:
+                    k = self.fkeys
+                    keys = (k.lock, k.queue, k.leases, k.info)
+                    keep = Keep(keys, token, waiter_ms, self.waiter_lease / 3.0, tag, sent)
+                else:
+                    keep.checked = sent  # the try renewed the waiter lease, found no grant
+                # Until the grant comes, or the keep finds it (or the lock free, or this
+                # waiter dropped: "<tag>|0", try now), or the deadline; the holder's TTL
+                # bounds the wait only when it ends before the keep's next look.
+                if 0 <= pttl <= keep.every * 1000.0:
+                    longest = keep.every
+                else:
+                    longest, pttl = RECHECK_QUEUED * random.uniform(0.5, 1.0), -1
+                block = self._pause(longest, pttl, deadline, now)
                 try:
-                    got = yield Wait(self.fkeys.grant, tag, block)
+                    got = yield Wait(self.fkeys.grant, tag, block, keep)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)
                     raise
                 fence = _granted_fence(got, tag)
                 if fence > seen:  # the release ahead of us granted us the lock
-                    # The lease estimate starts when the try above was SENT: the grant ran
-                    # after that try (its fence is above the counter the try saw), whereas
-                    # it may have run before this Wait began.
-                    if (yield from self._held(token, fence, sent, self.lease_ms)):
+                    # The lease estimate starts when this waiter was last seen queued, not
+                    # granted (its last try or the keep's last look, each as SENT): the
+                    # grant ran after that (its fence is above the counter the try saw),
+                    # whereas it may have run before this Wait began.
+                    if (yield from self._held(token, fence, keep.checked, self.lease_ms)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
         finally:

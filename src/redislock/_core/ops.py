@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from redis import exceptions as redis_exceptions
@@ -31,6 +32,7 @@ __all__ = [
     "Eval",
     "FanOut",
     "Flow",
+    "Keep",
     "NodeLateError",
     "Op",
     "Replicated",
@@ -82,6 +84,39 @@ class Wait(NamedTuple):
     channel: str
     match: str | None
     timeout: float
+    keep: Keep | None = None
+    """A queued waiter's lease, renewed by the process while this Wait blocks (see
+    :class:`Keep`); None: nothing to renew."""
+
+
+@dataclass(eq=False, slots=True)
+class Keep:
+    """A queued waiter's lease (Lock's and FairLock's queue, ``fair.lua``), kept alive by
+    its process while the waiter blocks in a :class:`Wait`.
+
+    The process renews the leases of all its waiters on one client together, one
+    ``waiter_keep.lua`` call per :data:`redislock._core.wake.KEEP_BATCH` waiters (per hash
+    slot on a Cluster), every :attr:`every` seconds: waiting costs no try of ``fair.lua``'s
+    acquire. A waiter that the call finds granted, first in line on a free lock, or no longer
+    queued is woken with ``<tag>|<fence>`` (its grant) or ``<tag>|0`` (try again now), as a
+    message on its channel would wake it; see :mod:`redislock._core.wake`.
+    """
+
+    keys: tuple[str, str, str, str]
+    """The lock key, queue, waiter leases and waiter info (``fair.lua``'s KEYS 1, 3, 4, 5)."""
+    token: str
+    waiter_ms: int
+    """The waiter lease, milliseconds."""
+    every: float
+    """Seconds between renewals (a third of the waiter lease)."""
+    tag: str
+    """What a grant to this waiter is tagged with (:meth:`FairKeys.tag`)."""
+    checked: float
+    """Monotonic time at which the waiter was last known to be queued, not granted: the send
+    time of its last try, or of the last renewal that found it queued. A grant it gets was
+    written after that (the lease estimate starts there)."""
+    due: float = 0.0
+    """Monotonic time of its next renewal (set by the process)."""
 
 
 class Call(NamedTuple):

@@ -31,13 +31,25 @@ import contextlib
 import itertools
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from redislock._core.ops import no_permission
+from redislock._core.ops import Eval, Keep, _parts, no_permission
+from redislock._core.scripts import SCRIPTS
 from redislock.errors import NoPermissionError
 
-__all__ = ["LINGER", "Board", "Channel", "Waiter", "gate_size", "refusal", "ticket"]
+__all__ = [
+    "KEEP_BATCH",
+    "LINGER",
+    "Board",
+    "Channel",
+    "Waiter",
+    "gate_size",
+    "keep_op",
+    "refusal",
+    "ticket",
+]
 
 _COUNTER = itertools.count(1)
 
@@ -50,6 +62,11 @@ TAGS_KEPT: Final = 4096
 
 PLAIN_KEPT: Final = 256
 """Unclaimed plain wake-ups kept per channel."""
+
+KEEP_BATCH: Final = 256
+"""Queued waiters' leases renewed in one ``waiter_keep.lua`` call at most."""
+
+_KEEP = SCRIPTS["waiter_keep"]
 
 
 def ticket() -> int:
@@ -74,6 +91,8 @@ class Waiter:
     claimed: bool = False
     """It took a plain wake-up that is meant for one waiter only: if it cannot use it (it
     is cancelled), :meth:`Board.pass_on` gives it to the next."""
+    keep: Keep | None = None
+    """Its waiter lease, renewed while it waits (:meth:`Board.keeps_due`)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -100,14 +119,17 @@ class Board:
         self.requests = False
         """Some channel needs a SUBSCRIBE or UNSUBSCRIBE the reader has not sent."""
         self.idle_since = 0.0
+        self.keeps: dict[Keep, Waiter] = {}
+        """The waiter leases to renew while their waiters wait (:class:`Keep`)."""
 
     # ------------------------------------------------------------------ waiters
 
     def begin(
-        self, channel: str, match: str | None, cursor: int
+        self, channel: str, match: str | None, cursor: int, keep: Keep | None = None
     ) -> tuple[str | None, Waiter | None]:
         """Start a Wait: ``(payload_or_None, None)`` if it resolves at once, else
-        ``(None, waiter)`` registered (the caller arms its timeout)."""
+        ``(None, waiter)`` registered (the caller arms its timeout), its ``keep`` (if any)
+        renewed from ``keep.checked + keep.every`` on while it waits."""
         ch = self.channels.get(channel)
         if ch is None:
             ch = self.channels[channel] = Channel()
@@ -126,14 +148,19 @@ class Board:
                     seq = ch.unclaimed.popleft()
                     if seq > cursor:
                         return "*", None
-        w = Waiter(channel, match, cursor)
+        w = Waiter(channel, match, cursor, keep=keep)
         ch.waiters[w] = None
         ch.idle_since = 0.0
+        if keep is not None:
+            keep.due = keep.checked + keep.every
+            self.keeps[keep] = w
         return None, w
 
     def drop(self, w: Waiter) -> Waiter | None:
         """``w`` stops waiting (timed out or cancelled). If it had taken a plain wake-up,
         that wake-up goes to the next waiter: returned if it is one to signal."""
+        if w.keep is not None:
+            self.keeps.pop(w.keep, None)
         ch = self.channels.get(w.channel)
         if ch is not None and w in ch.waiters:
             del ch.waiters[w]
@@ -160,6 +187,8 @@ class Board:
         return None
 
     def _resolve(self, ch: Channel, w: Waiter, payload: str | None, claimed: bool = False) -> None:
+        if w.keep is not None:
+            self.keeps.pop(w.keep, None)
         w.done = True
         w.payload = payload
         w.claimed = claimed
@@ -270,6 +299,71 @@ class Board:
         self.requests = bool(self.channels)
         return woken
 
+    # ------------------------------------------------------------------ waiter leases
+
+    def keeps_due(
+        self, now: float, slot: Callable[[str], object] | None = None
+    ) -> tuple[list[list[Keep]], float | None]:
+        """The waiter leases to renew at monotonic time ``now``, in groups of at most
+        :data:`KEEP_BATCH` (of one ``slot(lock key)`` each, if given: a Cluster's hash
+        slot), each the keys of one :func:`keep_op` call, marked as renewed (next due
+        ``every`` seconds on); and the monotonic time the next is due (None: none left).
+
+        When one lease is due, every lease due before the next round (the shortest
+        ``every`` on) goes too: the leases of waiters that queued at different times fall
+        into step, and one call a round renews them all."""
+        if not self.keeps:
+            return [], None
+        window = now + min(keep.every for keep in self.keeps)
+        if min(keep.due for keep in self.keeps) > now:
+            window = now  # nothing due yet
+        groups: dict[object, list[Keep]] = {}
+        nxt: float | None = None
+        for keep in self.keeps:
+            if keep.due <= window:
+                group = None if slot is None else slot(keep.keys[0])
+                found = groups.get(group)
+                if found is None:
+                    groups[group] = [keep]
+                else:
+                    found.append(keep)
+                keep.due = now + keep.every
+            if nxt is None or keep.due < nxt:
+                nxt = keep.due
+        out = [
+            group[k : k + KEEP_BATCH]
+            for group in groups.values()
+            for k in range(0, len(group), KEEP_BATCH)
+        ]
+        return out, nxt
+
+    def kept(self, group: list[Keep], reply: object, sent: float) -> list[Waiter]:
+        """Apply the reply of ``keep_op(group)`` (or the exception its call failed with),
+        sent at monotonic time ``sent``: a waiter still queued has been seen so at ``sent``;
+        one granted is woken with its grant ``<tag>|<fence>``, and any other (first in line
+        on a free lock, no longer queued, an error entry or a failed call) with ``<tag>|0``:
+        its flow tries again at once (and meets the error itself). Returns the waiters it
+        woke."""
+        woken: list[Waiter] = []
+        for keep, part in zip(group, _parts(reply, len(group)), strict=True):
+            w = self.keeps.get(keep)
+            if w is None or w.done:
+                continue
+            status, fence = b"", 0
+            if isinstance(part, list | tuple) and len(part) == 2:
+                status, fence = part[0], part[1]
+            if status in (b"queued", "queued"):
+                keep.checked = max(keep.checked, sent)
+                continue
+            if status not in (b"granted", "granted") or type(fence) is not int or fence < 0:
+                fence = 0
+            ch = self.channels.get(w.channel)
+            if ch is None or w not in ch.waiters:
+                continue
+            self._resolve(ch, w, f"{keep.tag}|{fence}")
+            woken.append(w)
+        return woken
+
     # ------------------------------------------------------------------ the reader's work
 
     def take(self, now: float, linger: float = LINGER) -> tuple[list[str], list[str]]:
@@ -309,6 +403,15 @@ class Board:
         if self.idle_since == 0.0:
             self.idle_since = now
         return now - self.idle_since >= linger
+
+
+def keep_op(group: list[Keep]) -> Eval:
+    """The ``waiter_keep.lua`` call that renews the waiter leases of ``group``."""
+    keys: list[str] = []
+    for keep in group:
+        keys.extend(keep.keys)
+    pairs = " ".join(f"{keep.token} {keep.waiter_ms}" for keep in group)
+    return Eval(_KEEP, tuple(keys), (pairs,))
 
 
 def gate_size(client: Any) -> int | None:

@@ -25,8 +25,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-from redislock._core.ops import Wait
-from redislock._core.wake import Board, Waiter, gate_size, refusal, text
+from redislock._core.ops import Keep, Wait
+from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
 
 __all__ = ["gate", "pass_on", "wait"]
 
@@ -56,16 +56,23 @@ class _Hub:
         self.ps: Any = None
         """The reader's PubSub while it serves (connected, its retries off)."""
         self.sender: asyncio.Task[None] | None = None
+        self.keeper: asyncio.Task[None] | None = None
+        """The task renewing the waiter leases of the waiters (:class:`Keep`)."""
+        self.keeper_wake = asyncio.Event()
+        self.keeper_at = -1.0
+        """When the sleeping keeper wakes by itself (monotonic; -1: it is awake)."""
 
     # ------------------------------------------------------------------ waiters
 
     async def wait(self, op: Wait, cursor: int) -> str | None:
-        payload, w = self.board.begin(op.channel, op.match, cursor)
+        payload, w = self.board.begin(op.channel, op.match, cursor, op.keep)
         if w is None:
             return payload
         fut: asyncio.Future[str | None] = self.loop.create_future()
         w.handle = fut
         self._start()
+        if op.keep is not None:
+            self._keeping(op.keep)
         idle_sender = self.sender is None or self.sender.done()
         if self.board.requests and self.ps is not None and idle_sender:
             self.sender = self.loop.create_task(self._send(self.ps))
@@ -117,6 +124,46 @@ class _Hub:
             await ps.subscribe(*subs)
         if unsubs:
             await ps.unsubscribe(*unsubs)
+
+    # ------------------------------------------------------------------ waiter leases
+
+    def _keeping(self, keep: Keep) -> None:
+        """Start the keeper, or wake it if it would sleep past ``keep``'s renewal."""
+        if self.keeper is None or self.keeper.done():
+            self.keeper = self.loop.create_task(self._keep(), name="redislock-waiter-keeper")
+        elif keep.due < self.keeper_at:
+            self.keeper_wake.set()
+
+    async def _keep(self) -> None:
+        """Renew the due waiter leases (one call per group, side by side), until none is
+        left; then the task ends (the next keep starts another)."""
+        from redislock.aio._driver import execute  # (the driver imports this module)
+
+        while True:
+            client = self.client()
+            if client is None:
+                self.keeper = None
+                return
+            now = time.monotonic()
+            groups, nxt = self.board.keeps_due(now, _slot(client))
+            if groups:
+                replies = await asyncio.gather(
+                    *(execute(client, keep_op(group)) for group in groups),
+                    return_exceptions=True,
+                )
+                for group, reply in zip(groups, replies, strict=True):
+                    self._wake(self.board.kept(group, reply, now))
+                continue
+            del client
+            if nxt is None:
+                self.keeper = None
+                return
+            self.keeper_wake.clear()
+            self.keeper_at = nxt
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(nxt - now, 0.0)):
+                    await self.keeper_wake.wait()
+            self.keeper_at = -1.0
 
     # ------------------------------------------------------------------ the reader
 
@@ -199,6 +246,13 @@ def _pubsub(client: Any) -> Any:
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
         return client.pubsub(node=client.get_random_node())
     return client.pubsub()
+
+
+def _slot(client: Any) -> Any:
+    """How waiter leases are grouped into calls: by hash slot on a Cluster."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        return client.keyslot
+    return None
 
 
 def _hub(client: Any) -> _Hub:

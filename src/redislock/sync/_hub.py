@@ -26,8 +26,8 @@ from typing import Any
 import redis.cluster
 from redis.exceptions import ResponseError
 
-from redislock._core.ops import Wait
-from redislock._core.wake import Board, Waiter, gate_size, refusal, text
+from redislock._core.ops import Keep, Wait
+from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
 
 __all__ = ["gate", "pass_on", "wait"]
 
@@ -53,17 +53,24 @@ class _Hub:
         self.thread: threading.Thread | None = None
         self.kick_w: socket.socket | None = None
         """The running reader's kick socket (its pair's other end is the reader's)."""
+        self.keeper: threading.Thread | None = None
+        """The thread renewing the waiter leases of the waiters (:class:`Keep`)."""
+        self.keeper_wake = threading.Event()
+        self.keeper_at = -1.0
+        """When the sleeping keeper wakes by itself (monotonic; -1: it is awake)."""
 
     # ------------------------------------------------------------------ waiters
 
     def wait(self, op: Wait, cursor: int) -> str | None:
         with self.lock:
-            payload, w = self.board.begin(op.channel, op.match, cursor)
+            payload, w = self.board.begin(op.channel, op.match, cursor, op.keep)
             if w is None:
                 return payload
             event = threading.Event()
             w.handle = event
             self._start()
+            if op.keep is not None:
+                self._keeping(op.keep)
             kick = self.kick_w if self.board.requests else None
         if kick is not None:
             with contextlib.suppress(OSError):  # full or closed: the reader has work anyway
@@ -95,6 +102,51 @@ class _Hub:
             w = self.board.pass_on(channel)
         if w is not None:
             w.handle.set()
+
+    # ------------------------------------------------------------------ waiter leases
+
+    def _keeping(self, keep: Keep) -> None:
+        """Start the keeper, or wake it if it would sleep past ``keep``'s renewal (called
+        under the lock)."""
+        if self.keeper is None:
+            self.keeper = threading.Thread(
+                target=self._keep, name="redislock-waiter-keeper", daemon=True
+            )
+            self.keeper.start()
+        elif keep.due < self.keeper_at:
+            self.keeper_wake.set()
+
+    def _keep(self) -> None:
+        """Renew the due waiter leases (one call per group, one after the other), until
+        none is left; then the thread ends (the next keep starts another)."""
+        from redislock.sync._driver import execute  # (the driver imports this module)
+
+        while True:
+            client = self.client()
+            with self.lock:
+                now = time.monotonic()
+                groups: list[list[Keep]] = []
+                nxt: float | None = None
+                if client is not None:
+                    groups, nxt = self.board.keeps_due(now, _slot(client))
+                if not groups:
+                    if nxt is None:
+                        self.keeper = None
+                        return
+                    self.keeper_wake.clear()
+                    self.keeper_at = nxt
+            for group in groups:
+                try:
+                    reply: object = execute(client, keep_op(group))
+                except Exception as exc:  # each waiter tries again itself, and meets it
+                    reply = exc
+                with self.lock:
+                    woken = self.board.kept(group, reply, now)
+                self._wake(woken)
+            del client
+            if not groups:
+                self.keeper_wake.wait(max((nxt or now) - now, 0.0))
+                self.keeper_at = -1.0
 
     # ------------------------------------------------------------------ the reader
 
@@ -202,6 +254,13 @@ def _pubsub(client: Any) -> Any:
     if isinstance(client, redis.cluster.RedisCluster):
         return client.pubsub(node=client.get_random_node())  # type: ignore[no-untyped-call]
     return client.pubsub()
+
+
+def _slot(client: Any) -> Any:
+    """How waiter leases are grouped into calls: by hash slot on a Cluster."""
+    if isinstance(client, redis.cluster.RedisCluster):
+        return client.keyslot
+    return None
 
 
 def _hub(client: Any) -> _Hub:

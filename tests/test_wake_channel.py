@@ -27,7 +27,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 import redislock
-from redislock._core.keys import fence_key
+from redislock._core.keys import FairKeys, fence_key
 from redislock.server import RedisProcess
 from tests.cluster import LocalCluster
 from tests.sentinel import Topology, aclose_master_client, close_master_client
@@ -489,7 +489,15 @@ def test_cluster_sync_waiters_on_every_master(
     threads = [threading.Thread(target=waiter, args=(n,)) for n in names for _ in range(5)]
     for t in threads:
         t.start()
-    time.sleep(1.0)
+    time.sleep(1.5)
+    # Their waiter leases (1 s) are kept alive by one call per hash slot (not by tries of
+    # their own, 5-10 s apart): still queued, no lease ran out.
+    for name in names:
+        f = FairKeys.for_name(name)
+        server_now = rc.time()
+        now_ms = int(server_now[0]) * 1000 + int(server_now[1]) // 1000
+        assert rc.llen(f.queue) == 5
+        assert rc.zcount(f.leases, "-inf", now_ms) == 0
     killed = sum(int(node.cmd("CLIENT", "KILL", "TYPE", "pubsub")) for node in cluster.nodes)
     assert killed == 1
     time.sleep(0.3)

@@ -19,7 +19,8 @@ class AsyncFairLock(AsyncLock):
     """A mutex that grants the lock in strict arrival order: the API of :class:`AsyncLock`.
 
     Each waiter joins a queue in Redis and keeps a short *waiter lease* (``waiter_lease``
-    seconds, renewed by its own retries every third of it); a release hands the lock
+    seconds, renewed every third of it, together with the process's other queued waiters
+    on the client: one ``waiter_keep.lua`` call for them all); a release hands the lock
     directly to the first live waiter and wakes exactly that waiter, which then holds the
     lock without another round trip. A waiter that died is dropped once its waiter lease
     runs out (about one second by default), a waiter that times out leaves the queue, and

@@ -58,9 +58,10 @@ class Lock(Lease):
         renew_interval: seconds between renewals; default a third of the lease, at most half.
         max_lease: cap in seconds on the total hold under the watchdog (a hung holder stops
             being renewed after it); None: no cap.
-        recheck_interval: longest a waiter sleeps between tries, in seconds (default 0.5;
-            at most a third of the 1 s waiter lease is used, as each try renews it). The
-            release itself grants the lock to the first waiter and wakes it.
+        recheck_interval: accepted for the other kinds' sake, in seconds (default 0.5); a
+            queued Lock waiter does not use it: the release grants the lock to the first
+            waiter and wakes it, and the process renews its waiters' leases (see
+            :meth:`acquire`).
         prefix: key prefix (default ``"redislock:"``); no braces.
         replicas: how many replicas must acknowledge every lock write (acquire, extend,
             renewal): an int >= 0, default 0 (no WAIT). After each write, ``WAIT replicas
@@ -112,9 +113,11 @@ class Lock(Lease):
         PX TTL only if absent, and issues the next fencing token. Otherwise the same script
         queues this waiter, which waits for a release to grant it the lock (a message on
         the name's grant channel, which all the waiters of the process share on one
-        connection: waiting holds no pooled connection), retrying at least every
-        ``recheck_interval`` seconds (at most a third of its waiter lease) to renew its
-        place. A waiter that gives up or is cancelled leaves the queue.
+        connection: waiting holds no pooled connection). Meanwhile the process renews the
+        waiter leases of all its queued waiters on one client in one call every third of the
+        lease (1 s), which also finds a grant whose message was lost, or the lock left free
+        by a holder whose lease ran out; the waiter's own try is only a safety net, every
+        5-10 s. A waiter that gives up or is cancelled leaves the queue.
 
         Args:
             blocking: False for a single try.

@@ -150,14 +150,8 @@ def queue_dead_waiter(client: redis.Redis, token: str, waiter_ms: int = 1000) ->
     assert reply[0] in (b"busy", "busy")
 
 
-def test_a_dead_queued_waiter_is_skipped_after_its_waiter_lease(r: redis.Redis) -> None:
-    holder = Lock(r, NAME, ttl=10)
-    assert holder.acquire(blocking=False)
-    fence = holder.fencing_token
-    assert fence is not None
-    dead = "d" * 32
-    queue_dead_waiter(r, dead)
-    waiter = Lock(r, NAME, ttl=10)
+def start_waiter(waiter: Lock) -> tuple[threading.Thread, list[float]]:
+    """A thread that takes ``waiter`` (30 s at most); the list gets the time it had it."""
     got: list[float] = []
 
     def take() -> None:
@@ -166,6 +160,18 @@ def test_a_dead_queued_waiter_is_skipped_after_its_waiter_lease(r: redis.Redis) 
 
     thread = threading.Thread(target=take)
     thread.start()
+    return thread, got
+
+
+def test_a_dead_queued_waiter_is_skipped_after_its_waiter_lease(r: redis.Redis) -> None:
+    holder = Lock(r, NAME, ttl=10)
+    assert holder.acquire(blocking=False)
+    fence = holder.fencing_token
+    assert fence is not None
+    dead = "d" * 32
+    queue_dead_waiter(r, dead)
+    waiter = Lock(r, NAME, ttl=10)
+    thread, got = start_waiter(waiter)
     try:
         wait_for(lambda: r.llen(F.queue) == 2)  # behind the dead one
         time.sleep(1.2)  # the dead waiter's lease (1 s) ends; the live one renews its own
@@ -354,14 +360,7 @@ def test_a_grant_whose_message_was_lost_is_found_by_the_keep(
     holder = Lock(r, NAME, ttl=30)
     assert holder.acquire(blocking=False)
     waiter = Lock(r, NAME, ttl=10)
-    got: list[float] = []
-
-    def take() -> None:
-        assert waiter.acquire(timeout=30)
-        got.append(time.monotonic())
-
-    thread = threading.Thread(target=take)
-    thread.start()
+    thread, got = start_waiter(waiter)
     try:
         wait_for(lambda: admin.llen(F.queue) == 1)
         token = str(admin.lindex(F.queue, 0))

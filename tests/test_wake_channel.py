@@ -491,7 +491,7 @@ def test_cluster_sync_waiters_on_every_master(
         t.start()
     time.sleep(1.5)
     # Their waiter leases (1 s) are kept alive by one call per hash slot (not by tries of
-    # their own, 5-10 s apart): still queued, no lease ran out.
+    # their own, 15-30 s apart): still queued, no lease ran out.
     for name in names:
         f = FairKeys.for_name(name)
         server_now = rc.time()

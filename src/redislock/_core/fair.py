@@ -39,7 +39,7 @@ WAKE: Final = 0
 """The fence of a message ``<tag>|0`` on the grant channel: the waiter of that tag was woken
 without a grant (multi.lua's release of a name it waits for) and tries again at once. A
 grant carries the fencing token (>= 1)."""
-RECHECK_QUEUED: Final = 10.0
+RECHECK_QUEUED: Final = 30.0
 """Longest wait, in seconds, of a queued waiter between its own tries (a random part of it,
 from half to all, so waiters that queued together do not try together). Meanwhile its
 process renews its waiter lease and looks for its grant (:class:`Keep`, every third of the

@@ -117,7 +117,7 @@ class Lock(Lease):
         waiter leases of all its queued waiters on one client in one call every third of the
         lease (1 s), which also finds a grant whose message was lost, or the lock left free
         by a holder whose lease ran out; the waiter's own try is only a safety net, every
-        5-10 s. A waiter that gives up or is cancelled leaves the queue.
+        15-30 s. A waiter that gives up or is cancelled leaves the queue.
 
         Args:
             blocking: False for a single try.

@@ -396,6 +396,19 @@ def server_ms(r: redis.Redis) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+def expires_at(r: redis.Redis, key: str) -> int:
+    """When ``key`` expires, server time in milliseconds (PEXPIRETIME, which Redis 6.2
+    lacks: TIME and PTTL in one transaction; at most 1 ms early); -2: no such key, -1: no
+    TTL."""
+    pipe = r.pipeline(transaction=True)
+    pipe.time()
+    pipe.pttl(key)
+    (seconds, micros), pttl = pipe.execute()
+    if pttl < 0:
+        return int(pttl)
+    return int(seconds) * 1000 + int(micros) // 1000 + int(pttl)
+
+
 _END = "scriptcases:end"
 
 
@@ -418,8 +431,9 @@ def _published(r: redis.Redis, ps: Any) -> dict[str, list[str]]:
 
 def run_case(r: redis.Redis, case: Case) -> None:
     """Run ``case`` on the flushed server behind ``r`` and check its reply, its ``after``
-    checks (``("PUBLISHED", channel)``: the messages published on it), that nothing outside
-    its keys was written and nothing published but what the checks expect."""
+    checks (``("PUBLISHED", channel)``: the messages published on it; ``("EXPIRES_AT",
+    key)``: :func:`expires_at`), that nothing outside its keys was written and nothing
+    published but what the checks expect."""
     now = server_ms(r)
     for cmd in resolve(case.setup, now):
         command(r, *cmd)
@@ -443,6 +457,9 @@ def run_case(r: redis.Redis, case: Case) -> None:
         if cmd[0] == "PUBLISHED":
             checked.add(cmd[1])
             assert published.get(cmd[1], []) == expected, cmd
+            continue
+        if cmd[0] == "EXPIRES_AT":
+            assert expires_at(r, cmd[1]) == expected, cmd
             continue
         assert norm(command(r, *cmd)) == expected, cmd
     assert set(published) <= checked, f"published unchecked: {published}"

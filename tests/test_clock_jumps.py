@@ -61,8 +61,10 @@ from redislock import (
     RLock,
     Semaphore,
 )
+from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 from redislock.testing.audit import Auditor
+from tests.scriptcases import HOLD, META, TOKEN, H, acq, command, expires_at, norm, resolve
 from tests.support import async_wait_for, wait_for
 
 LEASE = 3.0
@@ -306,6 +308,67 @@ def test_the_auditor_does_not_bring_back_a_key_deleted_before_a_step_back(
         result = auditor.result()
     assert result.foreign_touches == []
     assert result.monitor_lines > 0
+
+
+def wait_until_busy(r: redis.Redis, stall: float = 0.1, timeout: float = 5.0) -> None:
+    """Return once a PING has gone unanswered for ``stall`` seconds: the server is running
+    the script another thread sent."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ping = threading.Thread(target=r.ping, daemon=True)
+        ping.start()
+        ping.join(stall)
+        if ping.is_alive():
+            return
+    raise AssertionError(f"the server answered every PING within {stall} s")
+
+
+def test_a_step_back_during_a_hold_call_ends_no_key_before_its_holds(
+    server: RedisProcess, r: redis.Redis
+) -> None:
+    """Found by torture runs (rwlock, semaphore: foreign touches a few ms after steps
+    back): hold.lua reads the server's clock once, when a call begins, and Redis reads it
+    again at each command. Keys whose TTL a call set to "latest lease - now" ms ended that
+    much before the latest lease their own holds record when the clock stepped back while
+    the call ran (until the next call, a reader's status told of a lease its hash would not
+    last; the auditor flagged the PEXPIRE). They now expire when the latest lease ends
+    (PEXPIREAT). The call here takes a read hold and rebuilds the expiry index of 20,000
+    readers' holds (written without one, as an older version left them): the step lands
+    inside it."""
+    with Auditor([server.client_kwargs()], names=["job"], poll_interval=1.0) as auditor:
+        assert auditor.sync(timeout=3.0)
+        sec, usec = r.time()
+        latest = int(sec) * 1000 + int(usec) // 1000 + 60_000
+        holds = [(f"{i:032x}", f"r|1|{latest - i % 1000}|{i}|{META}") for i in range(1, 20_001)]
+        command(r, "HSET", H.lock, *(a for hold in holds for a in hold))
+        r.pexpire(H.lock, 60_000)
+        r.script_load(SCRIPTS["hold"].source)
+        replied: list[float] = []
+
+        def acquire() -> None:
+            args = resolve(acq(mode="r"), 0)  # no time in acq's ARGV
+            if norm(command(r, "EVALSHA", SCRIPTS["hold"].sha, len(HOLD), *HOLD, *args))[0] == "ok":
+                replied.append(time.monotonic())
+
+        thread = threading.Thread(target=acquire)
+        thread.start()
+        wait_until_busy(r)
+        server.set_clock_offset(-5.0)
+        stepped = time.monotonic()
+        thread.join()
+        assert len(replied) == 1
+        assert replied[0] > stepped  # granted after the step...
+        own = r.hget(H.lock, TOKEN)
+        assert own is not None
+        sec, usec = r.time()
+        began = int(norm(own).split("|")[2]) - 10_000  # ...by a call that read the
+        assert began > int(sec) * 1000 + int(usec) // 1000  # time before it
+        for key in (H.lock, H.expiry):
+            assert expires_at(r, key) == pytest.approx(latest, abs=1)  # not 5 s before it
+        assert auditor.sync(timeout=10.0)
+        result = auditor.result()
+    assert result.foreign_touches == []
+    assert result.audited_scripts > 0
 
 
 # ----------------------------------------------------------------------------- asyncio

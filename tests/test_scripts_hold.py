@@ -98,6 +98,10 @@ def ended(mode: str) -> list[tuple[Any, ...]]:
     return [cmd for token in ENDED for cmd in indexed(token, mode, -1000)]
 
 
+BULK = [f"{i:032x}" for i in range(100, 20_100)]
+"""20,000 tokens: holds whose index takes a while to rebuild."""
+
+
 def index_matches(size: int) -> list[tuple[tuple[Any, ...], Any]]:
     """Checks: the hash holds ``size`` holds, and its index as many."""
     return [(("HLEN", H.lock), size), (("ZCARD", H.expiry), size)]
@@ -929,6 +933,27 @@ CASES = [
             (("ZSCORE", H.expiry, OTHER), InBand("r", 8000, 8000)),
             (("HEXISTS", H.lock, THIRD), 0),
             (("PTTL", H.expiry), Between(8000 - SLACK, 8000)),
+        ],
+    ),
+    Case(
+        # The keys expire when the latest lease ends (PEXPIREAT), not "latest - now" ms after
+        # their PEXPIRE runs: now was read when the call began, so a call that runs a while
+        # (here: rebuilding the index of 20,000 holds) would move their end by its run time,
+        # and a server clock stepping back during it would end them before that lease.
+        "hold-index-the-keys-expire-when-the-latest-lease-ends-however-long-the-call-runs",
+        "hold",
+        HOLD,
+        acq(mode="r", ms=3000),
+        ["ok", 1, 1, 3000],
+        setup=[
+            ("HSET", H.lock, *(a for t in BULK for a in hold(t, "r", 5000)[2:])),
+            hold(OTHER, "r", 8000),
+            ttl(H.lock, 8000),
+        ],
+        after=[
+            *index_matches(len(BULK) + 2),
+            (("EXPIRES_AT", H.lock), Clock(8000 - 1, 8000)),
+            (("EXPIRES_AT", H.expiry), Clock(8000 - 1, 8000)),
         ],
     ),
     Case(

@@ -21,8 +21,8 @@
 --                                mode w: exclusive, reentrant; r: shared, reentrant;
 --                                p: a semaphore permit; expires_ms: server time (TIME) in
 --                                milliseconds at which this hold's lease ends
---                       The hash is the record; KEYS[10] indexes it. The key's own TTL always
---                       equals the latest lease, so it vanishes with it.
+--                       The hash is the record; KEYS[10] indexes it. The key expires when the
+--                       latest lease ends (PEXPIREAT that expires_ms), so it vanishes with it.
 -- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR once per new hold (not per
 --                       re-entry), never expires
 -- KEYS[3] waiters       sorted set: token of each waiting w/p waiter -> server time (ms) its
@@ -103,7 +103,7 @@ for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 -- has no such check: there a refusal names no command and may come after a write.
 do
   local uses = {
-    h = {'HGET', 'HLEN', 'HGETALL', 'HDEL', 'HSET', 'PEXPIRE', 'DEL'},
+    h = {'HGET', 'HLEN', 'HGETALL', 'HDEL', 'HSET', 'PEXPIREAT', 'DEL'},
     f = {'GET', 'SET', 'INCR'},
     l = {'GET', 'DEL'},
     w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
@@ -112,7 +112,8 @@ do
     s = {'PUBLISH'},
     p = {'GET'},
     d = {'ZSCORE', 'ZREMRANGEBYSCORE', 'ZADD', 'PEXPIRE'},
-    x = {'ZCARD', 'ZCOUNT', 'ZRANGEBYSCORE', 'ZREVRANGEBYSCORE', 'ZADD', 'ZREM', 'PEXPIRE', 'DEL'},
+    x = {'ZCARD', 'ZCOUNT', 'ZRANGEBYSCORE', 'ZREVRANGEBYSCORE', 'ZADD', 'ZREM', 'PEXPIREAT',
+      'DEL'},
   }
   local declared = {}
   for i = 1, #roles do
@@ -198,7 +199,12 @@ local function repeated(h)
   return op_id ~= '' and h.op == op_id
 end
 
--- the keys live exactly as long as the latest lease
+-- the keys live exactly as long as the latest lease: they expire at its end, a server time
+-- (PEXPIREAT), not "latest - now" ms from when PEXPIRE runs: now was read when this call
+-- began, and Redis (7.0 checked) reads its wall clock again at each command, so a step back
+-- of that clock during the call (NTP, an operator's date -s) would end the keys that much
+-- before the latest lease their own holds record (a live hold gone early); forward, after it
+-- ends, the keys go at once, as the holds, ended by their own deadlines, already have
 local function settle()
   local latest
   for _, mode in ipairs(MODES) do
@@ -208,8 +214,8 @@ local function settle()
   if not latest then
     redis.call('DEL', K.h, K.x)
   else
-    redis.call('PEXPIRE', K.h, latest - now)
-    redis.call('PEXPIRE', K.x, latest - now)
+    redis.call('PEXPIREAT', K.h, num(latest))
+    redis.call('PEXPIREAT', K.x, num(latest))
   end
 end
 

@@ -108,7 +108,7 @@ class _Hub:
     def _keeping(self, keep: Keep) -> None:
         """Start the keeper, or wake it if it would sleep past ``keep``'s renewal (called
         under the lock)."""
-        if self.keeper is None:
+        if self.keeper is None or not self.keeper.is_alive():
             self.keeper = threading.Thread(
                 target=self._keep, name="redislock-waiter-keeper", daemon=True
             )

@@ -38,9 +38,10 @@ from redislock._core.lock import (
     new_token,
     token_tag,
 )
-from redislock._core.ops import as_int, as_str
+from redislock._core.ops import Keep, as_int, as_str
 from redislock._core.schedule import Schedule
 from redislock._core.validate import MAX_DURATION, MAX_NAME_BYTES
+from redislock._core.wake import Board, keep_op
 
 # ------------------------------------------------------------------ strategies
 
@@ -863,3 +864,60 @@ def test_batches_group_by_client_and_split_clients_that_cannot_pipeline() -> Non
     assert sizes == [1, 1, 1, 3, BATCH]
     for g in groups:
         assert len({id(lock.client) for lock, _ in g}) == 1
+
+
+# ------------------------------------------------------------------ the waiter keep (no I/O)
+
+
+def _keep(name: str, every: float = 0.3, checked: float = 0.0) -> Keep:
+    k = FairKeys.for_name(name)
+    return Keep((k.lock, k.queue, k.leases, k.info), "t" * 32, 900, every, f"tag-{name}", checked)
+
+
+def test_keeps_fall_into_step_and_one_call_renews_them_all() -> None:
+    board = Board()
+    keeps = [_keep(f"n{i}", checked=i * 0.1) for i in range(3)]  # queued 0.1 s apart
+    for i, keep in enumerate(keeps):
+        _, w = board.begin(f"ch{i}", keep.tag, 0, keep)
+        assert w is not None
+        assert w.keep is keep
+    groups, nxt = board.keeps_due(0.29)  # nothing due yet (first due at 0.3)
+    assert groups == []
+    assert nxt == pytest.approx(0.3)
+    groups, nxt = board.keeps_due(0.3)  # one due: all due before the next round go too
+    assert [len(g) for g in groups] == [3]
+    assert [k.due for k in keeps] == pytest.approx([0.6, 0.6, 0.6])
+    assert nxt == pytest.approx(0.6)
+    op = keep_op(groups[0])
+    assert op.script.name == "waiter_keep"
+    assert op.keys == tuple(key for k in keeps for key in k.keys)
+    assert op.args == (" ".join(f"{k.token} 900" for k in keeps),)
+    # by hash slot when asked (a Cluster): one group per slot
+    groups, _ = board.keeps_due(0.6, slot=lambda key: key)
+    assert sorted(len(g) for g in groups) == [1, 1, 1]
+
+
+def test_kept_wakes_granted_free_and_gone_waiters_and_dates_the_queued_ones() -> None:
+    board = Board()
+    keeps = [_keep(f"n{i}") for i in range(5)]
+    waiters = []
+    for i, keep in enumerate(keeps):
+        _, w = board.begin(f"ch{i}", keep.tag, 0, keep)
+        assert w is not None
+        waiters.append(w)
+    reply = [[b"queued", 0], [b"granted", 7], [b"free", 0], [b"gone", 0], ValueError("x")]
+    woken = board.kept(keeps, reply, sent=5.0)
+    assert woken == waiters[1:]
+    assert keeps[0].checked == 5.0
+    assert not waiters[0].done
+    assert [w.payload for w in woken] == [
+        f"{keeps[1].tag}|7",
+        f"{keeps[2].tag}|0",
+        f"{keeps[3].tag}|0",
+        f"{keeps[4].tag}|0",
+    ]
+    assert list(board.keeps) == [keeps[0]]  # the woken ones are no longer kept
+    woken = board.kept([keeps[0]], ConnectionError("down"), sent=6.0)  # a failed call
+    assert woken == waiters[:1]
+    assert waiters[0].payload == f"{keeps[0].tag}|0"
+    assert board.keeps == {}

@@ -356,18 +356,19 @@ def test_a_grant_whose_message_was_lost_is_found_by_the_keep(
 ) -> None:
     """A waiter granted the lock without its message (as if the pub/sub message were lost)
     finds it at its keep's next look (every third of its waiter lease), not at its own
-    next try seconds later; its lease estimate starts before the grant."""
+    next try seconds later; its lease estimate never outlives the key."""
     holder = Lock(r, NAME, ttl=30)
     assert holder.acquire(blocking=False)
     waiter = Lock(r, NAME, ttl=10)
     thread, got = start_waiter(waiter)
     try:
         wait_for(lambda: admin.llen(F.queue) == 1)
+        time.sleep(0.5)  # its first Wait may return at once (a new subscription): let it settle
         token = str(admin.lindex(F.queue, 0))
         fence = int(admin.incr(F.fence))
-        granted = time.monotonic()
         # fair.lua's grant, without its PUBLISH
         admin.set(F.lock, f"{token}|{fence}|other-host|1|0", px=10_000)
+        granted = time.monotonic()  # the grant was written before this
         admin.lrem(F.queue, 1, token)
         admin.zrem(F.leases, token)
         admin.hdel(F.info, token)
@@ -378,8 +379,9 @@ def test_a_grant_whose_message_was_lost_is_found_by_the_keep(
         assert waiter.owned()
         h = waiter._core.holding
         assert h is not None
-        assert h.acquired_at <= granted  # the estimate starts before the grant was written
-        assert h.expires_at - h.acquired_at == pytest.approx(10.0)
+        # The estimate never outlives the key: the grant's 10 s run from the SET above.
+        assert h.expires_at <= granted + 10.0
+        assert h.expires_at > granted + 9.0
     finally:
         thread.join(10)
         if waiter.locked():

@@ -181,6 +181,8 @@ F = FairKeys.for_name("job")
 FAIR = (F.lock, F.fence, F.queue, F.leases, F.info, F.legacy_fence)
 THIRD = "c" * 32
 FOURTH = "d" * 32
+TAGGED = "0badcafe." + "e" * 32  # a token of redislock._core.lock.queue_token
+TAGGED2 = "00c0ffee." + "f" * 32  # another process's
 WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
 
@@ -332,7 +334,8 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
         (("GET", F.lock), f"{token}|{fence}|{WMETA}"),
         (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
         (("GET", F.fence), str(fence)),
-        (("PUBLISHED", F.grant), [f"{FairKeys.tag(token)}|{fence}"]),
+        # on the channel of the waiter's process (a token without a process tag: the name's)
+        (("PUBLISHED", F.grant_for(token)), [f"{FairKeys.tag(token)}|{fence}"]),
         *not_queued(token),
     ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import os
 import pickle
 import string
 import time
@@ -36,6 +37,8 @@ from redislock._core.lock import (
     Holding,
     LockCore,
     new_token,
+    process_tag,
+    queue_token,
     token_tag,
 )
 from redislock._core.ops import Keep, as_int, as_str
@@ -209,6 +212,50 @@ def test_new_token_is_128_random_bits_in_hex() -> None:
         assert len(token) == 32
         assert set(token) <= set(string.hexdigits.lower())
         assert validate.check_token(token) == token
+
+
+def test_queue_token_carries_the_process_tag_and_a_fresh_secret() -> None:
+    tag = process_tag()
+    assert len(tag) == 8
+    assert set(tag) <= set(string.hexdigits.lower())
+    tokens = {queue_token() for _ in range(100)}
+    assert len(tokens) == 100
+    for token in tokens:
+        head, dot, secret = token.partition(".")
+        assert (head, dot, len(secret)) == (tag, ".", 32)
+        assert validate.check_token(token) == token  # adopt() takes it
+        assert FairKeys.for_name("n").grant_for(token) == f"redislock:{{n}}:grant:{tag}"
+    assert FairKeys.for_name("n").grant_for(new_token()) == "redislock:{n}:grant"
+    assert validate.check_token("0badcafe" + "a" * 32) == "0badcafe" + "a" * 32  # 40 hex
+
+
+def test_a_forked_child_gets_a_process_tag_of_its_own() -> None:
+    parent = process_tag()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its tag and leave at once
+        try:
+            os.write(write, process_tag().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        child = os.read(read, 64).decode()
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert len(child) == 8
+    assert child != parent
+    assert process_tag() == parent
+
+
+@pytest.mark.parametrize(
+    "token", ["0badcaf." + "a" * 32, "0BADCAFE." + "a" * 32,
+              "0badcafe." + "a" * 31, "0badcafe.." + "a" * 32, "." + "a" * 32],
+)  # fmt: skip
+def test_check_token_rejects_a_malformed_process_tag(token: str) -> None:
+    with pytest.raises(LockConfigError, match="token"):
+        validate.check_token(token)
 
 
 def test_token_tag_is_short_stable_and_not_the_token() -> None:

@@ -17,6 +17,8 @@ from tests.scriptcases import (
     META,
     OTHER,
     SLACK,
+    TAGGED,
+    TAGGED2,
     THIRD,
     TOKEN,
     WMETA,
@@ -289,6 +291,25 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             (("HGET", F.info, THIRD), f"6000|{WMETA}"),
             *queue_ttl(2000 - SLACK, 2000),  # the latest remaining waiter lease
+        ],
+    ),
+    Case(
+        "fair-release-grants-on-the-head-process-channel",  # only that process is woken
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "ok",
+        setup=[
+            fheld(TOKEN),
+            *waiter(TAGGED, lease_ms=8000, waiter_ms=3000),
+            *waiter(TAGGED2, lease_ms=6000, waiter_ms=2000),
+            ("SET", F.fence, 3),
+        ],
+        after=[
+            *granted(TAGGED, 4, 8000),  # on "<grant>:0badcafe", nothing on "<grant>"
+            (("PUBLISHED", F.grant), []),
+            (("PUBLISHED", F.grant + ":00c0ffee"), []),
+            (("LRANGE", F.queue, 0, -1), [TAGGED2]),
         ],
     ),
     Case(

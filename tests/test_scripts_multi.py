@@ -25,6 +25,7 @@ from tests.scriptcases import (
     Q1,
     Q2,
     SLACK,
+    TAGGED,
     THIRD,
     TOKEN,
     At,
@@ -181,6 +182,24 @@ CASES = [
             # one wake-up, tagged for the first live waiter only: not a grant ("try again")
             (("PUBLISHED", Q2.grant), [f"{FairKeys.tag(THIRD)}|0"]),
             (("LRANGE", Q2.queue, 0, -1), [OTHER, THIRD, FOURTH]),  # fair.lua tidies it
+        ],
+    ),
+    Case(
+        "multi-release-wakes-the-queued-waiter-on-its-process-channel",
+        "multi",
+        MREL,
+        multi_args("release"),
+        ["ok", 2, 0],
+        setup=[
+            mheld(M1),
+            mheld(M2),
+            ("RPUSH", Q2.queue, TAGGED, THIRD),
+            ("ZADD", Q2.leases, At(1000), TAGGED),
+            ("ZADD", Q2.leases, At(1000), THIRD),
+        ],
+        after=[
+            *absent(M1.lock, M2.lock, Q1.grant, Q2.grant),
+            (("PUBLISHED", Q2.grant_for(TAGGED)), [f"{FairKeys.tag(TAGGED)}|0"]),
         ],
     ),
     Case(

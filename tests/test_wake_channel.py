@@ -28,6 +28,7 @@ import redis.cluster
 
 import redislock
 from redislock._core.keys import FairKeys, fence_key
+from redislock._core.lock import process_tag
 from redislock.server import RedisProcess
 from tests.cluster import LocalCluster
 from tests.sentinel import Topology, aclose_master_client, close_master_client
@@ -58,6 +59,12 @@ def wait_sync(what: str, predicate: Callable[[], bool], limit: float = 10) -> No
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.05)
+
+
+def grant(name: str) -> str:
+    """The grant channel of ``name`` that this process's waiters listen on (a grant is
+    published for the waiting process only: FairKeys.grant_for)."""
+    return f"{FairKeys.for_name(name).grant}:{process_tag()}"
 
 
 def subscribers(admin: redis.Redis, channel: str) -> int:
@@ -96,7 +103,7 @@ async def test_300_tasks_wait_on_one_async_lock_with_a_default_client(
         tasks = [asyncio.create_task(waiter(i)) for i in range(300)]
         await wait_for(
             "300 waiters wait on the channel",
-            lambda: asyncio.sleep(0, subscribers(admin, "redislock:{one}:grant") == 1),
+            lambda: asyncio.sleep(0, subscribers(admin, grant("one")) == 1),
         )
         await asyncio.sleep(0.5)
         found = clients(admin)
@@ -140,7 +147,7 @@ def test_150_threads_wait_on_one_lock_with_a_default_client(
             t.start()
         wait_sync(
             "the waiters wait on the channel",
-            lambda: subscribers(admin, "redislock:{one}:grant") == 1,
+            lambda: subscribers(admin, grant("one")) == 1,
         )
         time.sleep(0.5)
         found = clients(admin)
@@ -243,7 +250,7 @@ async def test_a_wake_up_channel_killed_mid_wait_still_wakes_every_waiter(
         tasks = [asyncio.create_task(waiter(w)) for w in waiters]
         await wait_for(
             "the waiters wait on the channel",
-            lambda: asyncio.sleep(0, subscribers(admin, "redislock:{k}:grant") == 1),
+            lambda: asyncio.sleep(0, subscribers(admin, grant("k")) == 1),
         )
         await asyncio.sleep(0.3)
         assert admin.client_kill_filter(_type="pubsub") == 1
@@ -252,7 +259,7 @@ async def test_a_wake_up_channel_killed_mid_wait_still_wakes_every_waiter(
         await holder.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 25)
         assert time.monotonic() - started < 10, "a wake-up was lost"
-        assert subscribers(admin, "redislock:{k}:grant") == 1  # subscribed again
+        assert subscribers(admin, grant("k")) == 1  # subscribed again
     finally:
         await client.aclose()
 
@@ -280,7 +287,7 @@ def test_a_wake_up_channel_killed_mid_wait_still_wakes_every_thread(
             t.start()
         wait_sync(
             "the waiters wait on the channel",
-            lambda: subscribers(admin, "redislock:{k}:grant") == 1,
+            lambda: subscribers(admin, grant("k")) == 1,
         )
         time.sleep(0.3)
         assert admin.client_kill_filter(_type="pubsub") == 1
@@ -368,7 +375,7 @@ async def test_each_kind_that_waits_is_woken_through_the_channel(
             "FairLock": lambda: redislock.AsyncFairLock(client, "x", **slow),
             "MultiLock": lambda: redislock.AsyncMultiLock(client, ["w", "x", "y"], **slow),
         }
-        channel = p + (":grant" if kind in ("Lock", "FairLock") else ":wake")
+        channel = grant("x") if kind in ("Lock", "FairLock") else p + ":wake"
         holder = make[kind]() if kind != "MultiLock" else redislock.AsyncLock(client, "x", ttl=10)
 
         async def acquire_in_own_task() -> None:

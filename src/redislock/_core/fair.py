@@ -23,7 +23,7 @@ from typing import Final
 
 from redislock._core import validate
 from redislock._core.keys import FairKeys
-from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, new_token, no_ttl
+from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, no_ttl, queue_token
 from redislock._core.ops import Eval, Flow, Keep, Wait, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
@@ -119,12 +119,13 @@ class FairCore(LockCore):
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
 
         The first try takes the lock if it is free and nobody is queued (one round trip),
-        else queues this waiter; then the waiter waits on the name's grant channel for a
-        message tagged with its token's hash (:meth:`FairKeys.tag`), which the release ahead
-        of it publishes with the fencing token, so the lock is already its own when it
-        wakes. Between wake-ups it retries, which renews its waiter lease. A message
-        ``<tag>|0`` (MultiLock's release of the name, :data:`WAKE`) makes it try again at
-        once.
+        else queues this waiter; then the waiter waits on its process's grant channel of the
+        name (:meth:`FairKeys.grant_for`: the token carries the process's tag, so a grant
+        wakes only this process) for a message tagged with its token's hash
+        (:meth:`FairKeys.tag`), which the release ahead of it publishes with the fencing
+        token, so the lock is already its own when it wakes. Between wake-ups it retries,
+        which renews its waiter lease. A message ``<tag>|0`` (MultiLock's release of the
+        name, :data:`WAKE`) makes it try again at once.
 
         A grant message is trusted only if its fencing token is above the counter the
         waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
@@ -144,7 +145,7 @@ class FairCore(LockCore):
             raise LockUsageError(
                 f"lock {self.name!r} is already held by this object ({self.kind} is not reentrant)"
             )
-        token = new_token()
+        token = queue_token()
         self.pending_token = token
         start = time.monotonic()
         deadline = None if wait is None else start + wait
@@ -215,7 +216,7 @@ class FairCore(LockCore):
                     longest, pttl = RECHECK_QUEUED * random.uniform(0.5, 1.0), -1
                 block = self._pause(longest, pttl, deadline, now)
                 try:
-                    got = yield Wait(self.fkeys.grant, tag, block, keep)
+                    got = yield Wait(self.fkeys.grant_for(token), tag, block, keep)
                 except Exception:
                     with contextlib.suppress(Exception):
                         yield from self.abandon_flow(token)

@@ -241,6 +241,14 @@ class FairKeys(NamedTuple):
             legacy_fence=base + ":fence",
         )
 
+    def grant_for(self, token: str) -> str:
+        """The channel a grant to waiter ``token`` is published on (fair.lua's
+        ``grant_channel``): ``<grant>:<process tag>`` for a token of
+        ``redislock._core.lock.queue_token``, so only the waiting process is woken;
+        :attr:`grant` for a token without a tag."""
+        head, dot, _ = token.partition(".")
+        return f"{self.grant}:{head}" if dot else self.grant
+
     @staticmethod
     def tag(token: str) -> str:
         """What a grant to ``token`` is tagged with on the grant channel (as fair.lua

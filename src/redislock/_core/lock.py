@@ -66,6 +66,8 @@ __all__ = [
     "holder_meta",
     "new_token",
     "no_ttl",
+    "process_tag",
+    "queue_token",
     "token_tag",
     "why",
 ]
@@ -89,6 +91,28 @@ _STATUS = SCRIPTS["lock_status"]
 def new_token() -> str:
     """A fresh owner token: 128 bits from the OS CSPRNG (as :mod:`secrets`), 32 hex characters."""
     return os.urandom(16).hex()  # what secrets.token_hex(16) does, one call less
+
+
+_process_tag: tuple[int, str] = (0, "")
+"""(pid, tag) of :func:`process_tag`: a forked child gets a tag of its own."""
+
+
+def process_tag() -> str:
+    """This process's tag (8 random hex characters, new in a forked child): a queued
+    waiter's token starts with it (:func:`queue_token`), so a grant is published on the
+    channel of the process that waits (``FairKeys.grant_for``), not to every process."""
+    global _process_tag
+    pid = os.getpid()
+    if _process_tag[0] != pid:
+        _process_tag = (pid, os.urandom(4).hex())
+    return _process_tag[1]
+
+
+def queue_token() -> str:
+    """A fresh owner token for a lock that may queue (Lock, FairLock): ``<process tag>.``
+    then :func:`new_token`'s 128 random bits. The tag is public (it names a pub/sub
+    channel); the 32 hex characters after the dot are the secret."""
+    return f"{process_tag()}.{new_token()}"
 
 
 def new_op_id() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import unicodedata
 from typing import Any
 
@@ -143,12 +144,20 @@ def _check_prefix_text(value: str) -> str:
     return value
 
 
+_TOKEN = re.compile(r"(?:[0-9a-f]{8}\.)?[0-9a-f]{32,256}")
+
+
 def check_token(value: Any) -> str:
-    """An owner token handed to :meth:`Lock.adopt`: at least 32 characters of ``[0-9a-f]``."""
+    """An owner token handed to :meth:`Lock.adopt`: 32 to 256 characters of ``[0-9a-f]``,
+    optionally after a process tag of 8 (``<8 hex>.<32 hex>``: a Lock's or FairLock's, see
+    ``redislock._core.lock.queue_token``)."""
     if not isinstance(value, str):
         raise LockConfigError(f"token must be a str, got {type(value).__name__}")
-    if len(value) < 32 or len(value) > 256 or value.strip("0123456789abcdef"):
-        raise LockConfigError("token must be 32 to 256 lowercase hex characters")
+    if not _TOKEN.fullmatch(value):
+        raise LockConfigError(
+            "token must be 32 to 256 lowercase hex characters, optionally after"
+            " '<8 hex characters>.' (as detach() returns it)"
+        )
     return value
 
 

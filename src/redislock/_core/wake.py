@@ -5,7 +5,8 @@ Every waiting flow of a process (every primitive, every name) waits on ONE pub/s
 connection per client (the *hub*, :mod:`redislock.aio._hub` and :mod:`redislock.sync._hub`),
 so a waiter holds no pooled connection. The scripts PUBLISH where a waiter may now succeed
 (only when a waiters marker says somebody waits); a wake-up channel is named like the key it
-replaces (``P{N}:wake``, ``P{N}:rwake``, FairLock's ``P{N}:grant``).
+replaces (``P{N}:wake``, ``P{N}:rwake``; Lock's and FairLock's grants go to
+``P{N}:grant:<process tag>``, the waiting process's own, see ``FairKeys.grant_for``).
 
 Payloads: ``*`` (or any text without ``|``) is a plain wake-up; ``<tag>|<rest>`` is meant for
 the waiter whose match is ``<tag>`` (a FairLock grant: ``<sha1(token)[:20]>|<fence>``; a

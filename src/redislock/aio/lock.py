@@ -158,7 +158,8 @@ class AsyncLock(AsyncLease):
         and its ``max_lease`` counts from the adoption.
 
         Raises:
-            LockConfigError: ``token`` is not 32-256 lowercase hex characters.
+            LockConfigError: ``token`` is not a token of :meth:`detach` (32-256 lowercase
+                hex characters, optionally after ``<8 hex>.``).
             LockUsageError: this object already holds the lock.
             NotOwnedError: no current hold has that token.
             redis.exceptions.RedisError: Redis failed.

@@ -160,7 +160,8 @@ class _Reentrant(AsyncLease):
         """Make a hold detached elsewhere (``detach()``) the calling task's, count and all.
 
         Raises:
-            LockConfigError: ``token`` is not 32-256 lowercase hex characters.
+            LockConfigError: ``token`` is not a token of :meth:`detach` (32-256 lowercase
+                hex characters, optionally after ``<8 hex>.``).
             LockUsageError: the calling task already holds this lock.
             NotOwnedError: no current hold of this kind has that token.
             redis.exceptions.RedisError: Redis failed.

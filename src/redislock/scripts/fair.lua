@@ -35,8 +35,9 @@
 -- ARGV[3] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
 -- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
--- channel, not a key): a grant PUBLISHes "<tag>|<fence>" to it, where tag = sha1(token)[1..20]
--- of the waiter granted (see _queue.lua); multi.lua's release publishes "<tag>|0" (a
+-- channel, not a key); a grant PUBLISHes "<tag>|<fence>", where tag = sha1(token)[1..20] of
+-- the waiter granted, to that waiter's process's channel "<grant channel>:<process tag>"
+-- (see _queue.lua: grant_channel); multi.lua's release publishes "<tag>|0" there (a
 -- wake-up: try again now).
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
@@ -159,7 +160,8 @@ do
     {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
     {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
     {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
-    {grant, {'PUBLISH'}},
+    {grant, {'PUBLISH'}},  -- a waiter of an earlier version (see _queue.lua)
+    {grant .. ':0', {'PUBLISH'}},  -- a process's channel (any tag: checked as one)
   }
   if KEYS[7] then uses[#uses + 1] = {KEYS[7], {'GET', 'SET'}} end
   if KEYS[8] then
@@ -211,7 +213,7 @@ local function grant_next()
   if no then return failed(no, fence) end
   redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   forget(head)
-  redis.call('PUBLISH', grant, grant_tag(head) .. '|' .. fence)
+  redis.call('PUBLISH', grant_channel(grant, head), grant_tag(head) .. '|' .. fence)
   settle()
   return true
 end

@@ -33,7 +33,8 @@
 --                                        TTL); nothing was written but name i's waiters marker
 --         release: {"ok", n, 0}          all released, one wake-up published per name with waiters
 --                                        (marked ones "*" on the wake channel; a queue's first
---                                        live waiter "<tag>|0" on the grant channel: it then
+--                                        live waiter "<tag>|0" on its process's grant
+--                                        channel (_queue.lua: grant_channel): it then
 --                                        tries again at once, and takes it)
 --                  {status, released, i} name i was the first not ours ("gone" or "taken"); the
 --                                        ones still ours were released, others' keys untouched
@@ -191,7 +192,7 @@ if op == 'release' then
       local ends = redis.pcall('ZSCORE', KEYS[6 * i], head)
       if bad(ends) then return failed('ZSCORE', ends) end
       if ends and tonumber(ends) > now then
-        heads[#heads + 1] = {locks[i] .. ARGV[10], grant_tag(head) .. '|0'}
+        heads[#heads + 1] = {grant_channel(locks[i] .. ARGV[10], head), grant_tag(head) .. '|0'}
         break
       end
       k = k + 1

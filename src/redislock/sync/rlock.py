@@ -157,7 +157,8 @@ class _Reentrant(Lease):
         """Make a hold detached elsewhere (``detach()``) the calling thread's, count and all.
 
         Raises:
-            LockConfigError: ``token`` is not 32-256 lowercase hex characters.
+            LockConfigError: ``token`` is not a token of :meth:`detach` (32-256 lowercase
+                hex characters, optionally after ``<8 hex>.``).
             LockUsageError: the calling thread already holds this lock.
             NotOwnedError: no current hold of this kind has that token.
             redis.exceptions.RedisError: Redis failed.

@@ -310,12 +310,19 @@ def fheld(
     return ("SET", F.lock, encode_lock_value(token, meta, fence), "PX", px)
 
 
+QUEUE_PX = 20000
+"""Setup: the TTL of a queue's keys (milliseconds) that :func:`waiter` gives them, above
+every waiter lease of the cases (fair.lua's stretch would have given them at least that)."""
+
+
 def waiter(token: str, lease_ms: int = 8000, waiter_ms: int = 1000) -> list[tuple[Arg, ...]]:
-    """Setup: a queued waiter whose waiter lease ends ``waiter_ms`` from now (< 0: dead)."""
+    """Setup: a queued waiter whose waiter lease ends ``waiter_ms`` from now (< 0: dead); the
+    queue's keys live :data:`QUEUE_PX` ms."""
     return [
         ("RPUSH", F.queue, token),
         ("ZADD", F.leases, At(waiter_ms), token),
         ("HSET", F.info, token, f"{lease_ms}|{WMETA}"),
+        *(("PEXPIRE", key, QUEUE_PX) for key in (F.queue, F.leases, F.info)),
     ]
 
 
@@ -324,7 +331,8 @@ def not_queued(token: str) -> list[tuple[tuple[Arg, ...], Any]]:
 
 
 def queue_ttl(lo: int, hi: int) -> list[tuple[tuple[Arg, ...], Any]]:
-    """Checks: the three queue keys live as long as the latest waiter lease."""
+    """Checks: the three queue keys live ``lo`` to ``hi`` ms more (fair.lua's stretch: at least
+    as long as the latest waiter lease, twice a lease when it extends them)."""
     return [(("PTTL", key), Between(lo, hi)) for key in (F.queue, F.leases, F.info)]
 
 

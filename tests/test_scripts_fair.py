@@ -16,6 +16,7 @@ from tests.scriptcases import (
     FOURTH,
     META,
     OTHER,
+    QUEUE_PX,
     SLACK,
     TAGGED,
     TAGGED2,
@@ -104,7 +105,7 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [TOKEN]),
             (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
             (("HGET", F.info, TOKEN), f"10000|{META}"),
-            *queue_ttl(3000 - SLACK, 3000),
+            *queue_ttl(6000 - SLACK, 6000),  # a new queue: twice the waiter lease
             (("GET", F.lock), f"{OTHER}|1|{META}"),
             (("GET", F.fence), "7"),  # no fencing token burnt on failure
         ],
@@ -135,7 +136,23 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [THIRD, FOURTH, TOKEN]),
             (("ZCARD", F.leases), 3),
             (("HLEN", F.info), 3),
-            *queue_ttl(3000 - SLACK, 3000),
+            *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # long enough already: not extended
+        ],
+    ),
+    Case(
+        "fair-acquire-busy-extends-a-queue-ttl-shorter-than-its-waiter-lease",
+        "fair",
+        FAIR,
+        facq(waiter_ms=3000),
+        ["busy", Between(5000 - SLACK, 5000), 0],
+        setup=[
+            fheld(OTHER),
+            *waiter(THIRD),
+            *[ttl(key, 500) for key in (F.queue, F.leases, F.info)],
+        ],
+        after=[
+            (("LRANGE", F.queue, 0, -1), [THIRD, TOKEN]),
+            *queue_ttl(6000 - SLACK, 6000),  # twice the lease: not extended every time
         ],
     ),
     Case(
@@ -149,7 +166,7 @@ CASES = [
             (("LRANGE", F.queue, 0, -1), [TOKEN, THIRD]),  # same place, not queued twice
             (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
             (("HGET", F.info, TOKEN), f"10000|{META}"),
-            *queue_ttl(3000 - SLACK, 3000),
+            *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # long enough already: not extended
         ],
     ),
     Case(
@@ -203,7 +220,7 @@ CASES = [
             (("GET", F.lock), f"{TOKEN}|1|{META}"),
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *not_queued(TOKEN),
-            *queue_ttl(3000 - SLACK, 3000),
+            *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # a waiter left: not shortened
             *absent(F.grant),
         ],
     ),
@@ -218,7 +235,7 @@ CASES = [
             *granted(OTHER, 5, 8000),
             (("LRANGE", F.queue, 0, -1), [TOKEN]),
             (("HGET", F.info, TOKEN), f"10000|{META}"),
-            *queue_ttl(3000 - SLACK, 3000),
+            *queue_ttl(6000 - SLACK, 6000),  # the queue emptied, then this waiter's
         ],
     ),
     Case(
@@ -270,7 +287,7 @@ CASES = [
             (("GET", F.lock), f"{TOKEN}|2|{META}"),
             (("GET", F.fence), "2"),
             (("LRANGE", F.queue, 0, -1), [OTHER]),
-            *queue_ttl(3000 - SLACK, 3000),
+            *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),
         ],
     ),
     # ---------------------------------------------------------------- fair: release
@@ -290,7 +307,7 @@ CASES = [
             *granted(OTHER, 4, 8000),
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             (("HGET", F.info, THIRD), f"6000|{WMETA}"),
-            *queue_ttl(2000 - SLACK, 2000),  # the latest remaining waiter lease
+            *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # not shortened
         ],
     ),
     Case(
@@ -484,7 +501,7 @@ CASES = [
         after=[
             (("LRANGE", F.queue, 0, -1), [THIRD]),
             *not_queued(TOKEN),
-            *queue_ttl(2000 - SLACK, 2000),  # now the latest waiter lease is THIRD's
+            *queue_ttl(5000 - SLACK, 5000),  # not shortened
             (("GET", F.lock), f"{OTHER}|1|{META}"),
         ],
     ),

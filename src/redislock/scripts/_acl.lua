@@ -15,20 +15,20 @@ local function failed(cmd, r)
   return r
 end
 -- Before a script that cannot undo its writes runs a command: with Redis >= 7
--- (redis.acl_check_cmd), TIME when with_time is true, and each command of each pair
--- {key, {COMMAND, ...}} of uses on that key; returns the first refused command, or nil
--- (also on Redis 6.2, which cannot check: there a refusal comes when the command runs).
+-- (redis.acl_check_cmd), TIME when with_time is true, and each pair key, COMMAND of the flat
+-- list uses {key1, COMMAND1, key2, COMMAND2, ...} (one table: this runs on every call that
+-- queues or hands off); returns the first refused command, or nil (also on Redis 6.2, which
+-- cannot check: there a refusal comes when the command runs).
 local function preflight(uses, with_time)
-  if not redis.acl_check_cmd then return nil end
-  if with_time and not redis.acl_check_cmd('TIME') then return 'TIME' end
-  for _, use in ipairs(uses) do
-    for _, cmd in ipairs(use[2]) do
-      -- PUBLISH's "key" is a channel (checked against the user's &channel patterns)
-      local ok
-      if cmd == 'PUBLISH' then ok = redis.acl_check_cmd(cmd, use[1], '*')
-      else ok = redis.acl_check_cmd(cmd, use[1]) end
-      if not ok then return cmd end
-    end
+  local check = redis.acl_check_cmd
+  if not check then return nil end
+  if with_time and not check('TIME') then return 'TIME' end
+  for i = 1, #uses, 2 do
+    local key, cmd = uses[i], uses[i + 1]
+    -- PUBLISH's "key" is a channel (checked against the user's &channel patterns)
+    local ok
+    if cmd == 'PUBLISH' then ok = check(cmd, key, '*') else ok = check(cmd, key) end
+    if not ok then return cmd end
   end
   return nil
 end

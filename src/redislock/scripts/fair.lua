@@ -153,20 +153,25 @@ local grant = KEYS[1] .. ':grant'  -- the name's grant channel (see above)
 -- grant channel) is checked before anything is read or written, so a refused one makes the
 -- call answer "NOPERM redislock: <COMMAND> ..." having changed nothing (Redis >= 7).
 do
+  local k1, k2, k3, k4, k5, k6 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
   local uses = {
-    {KEYS[1], {'GET', 'SET', 'DEL', 'PTTL'}},
-    {KEYS[2], {'GET', 'SET', 'INCR'}},
-    {KEYS[6], {'GET', 'DEL'}},
-    {KEYS[3], {'DEL', 'LINDEX', 'LLEN', 'LREM', 'PEXPIRE', 'RPUSH'}},
-    {KEYS[4], {'DEL', 'PEXPIRE', 'ZADD', 'ZRANGE', 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE'}},
-    {KEYS[5], {'DEL', 'HDEL', 'HGET', 'HSET', 'PEXPIRE'}},
-    {grant, {'PUBLISH'}},  -- a waiter of an earlier version (see _queue.lua)
-    {grant .. ':0', {'PUBLISH'}},  -- a process's channel (any tag: checked as one)
+    k1, 'GET', k1, 'SET', k1, 'DEL', k1, 'PTTL',
+    k2, 'GET', k2, 'SET', k2, 'INCR',
+    k6, 'GET', k6, 'DEL',
+    k3, 'DEL', k3, 'LINDEX', k3, 'LLEN', k3, 'LREM', k3, 'PEXPIRE', k3, 'PTTL', k3, 'RPUSH',
+    k4, 'DEL', k4, 'PEXPIRE', k4, 'ZADD', k4, 'ZCARD', k4, 'ZRANGEBYSCORE', k4, 'ZREM',
+    k4, 'ZSCORE',
+    k5, 'DEL', k5, 'HDEL', k5, 'HGET', k5, 'HSET', k5, 'PEXPIRE',
+    grant, 'PUBLISH',  -- a waiter of an earlier version (see _queue.lua)
+    grant .. ':0', 'PUBLISH',  -- a process's channel (any tag: checked as one)
   }
-  if KEYS[7] then uses[#uses + 1] = {KEYS[7], {'GET', 'SET'}} end
+  if KEYS[7] then
+    uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
+      KEYS[7], 'GET', KEYS[7], 'SET'
+  end
   if KEYS[8] then
-    uses[#uses + 1] = {KEYS[8], {'EXISTS'}}
-    uses[#uses + 1] = {KEYS[9], {'PUBLISH'}}
+    uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
+      KEYS[8], 'EXISTS', KEYS[9], 'PUBLISH'
   end
   local no = preflight(uses, true)
   if no then return refused(no) end
@@ -186,16 +191,21 @@ for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
   forget(tok)
 end
 
--- the queue's keys live as long as its latest waiter lease
+-- The queue's keys live at least as long as its latest waiter lease: a waiter that queues
+-- (or renews, waiter_keep.lua) with waiter lease ms extends them to twice that when they
+-- have less than ms left, so not every call extends them; once nobody is queued they are
+-- deleted. (A TTL is only ever raised, so it stays above every live waiter's lease.)
+local function stretch(ms)
+  if redis.call('PTTL', KEYS[3]) < ms then
+    redis.call('PEXPIRE', KEYS[3], 2 * ms)
+    redis.call('PEXPIRE', KEYS[4], 2 * ms)
+    redis.call('PEXPIRE', KEYS[5], 2 * ms)
+  end
+end
+
 local function settle()
-  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  if #last == 0 then
+  if redis.call('ZCARD', KEYS[4]) == 0 then
     redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
-  else
-    local ms = tonumber(last[2]) - now
-    redis.call('PEXPIRE', KEYS[3], ms)
-    redis.call('PEXPIRE', KEYS[4], ms)
-    redis.call('PEXPIRE', KEYS[5], ms)
   end
 end
 
@@ -264,7 +274,7 @@ if op == 'acquire' then
   end
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), token)
   redis.call('HSET', KEYS[5], token, ARGV[3] .. '|' .. ARGV[4])
-  settle()
+  stretch(tonumber(ARGV[5]))
   return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
 end
 

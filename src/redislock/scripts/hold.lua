@@ -118,7 +118,10 @@ do
   local declared = {}
   for i = 1, #roles do
     local role = string.sub(roles, i, i)
-    declared[i] = {K[role], uses[role]}
+    for _, cmd in ipairs(uses[role]) do
+      declared[#declared + 1] = K[role]
+      declared[#declared + 1] = cmd
+    end
   end
   local no = preflight(declared, true)
   if no then return refused(no) end

@@ -79,8 +79,8 @@ local function keep(lock, queue, leases, info, token, ms)
   end
   local r = redis.pcall('ZADD', leases, 'XX', now + ms, token)
   if bad(r) then return failed('ZADD', r) end
-  -- the queue's keys live at least as long as its latest waiter lease (fair.lua's settle
-  -- sets exactly that); twice this one when extended, so not every renewal extends them
+  -- the queue's keys live at least as long as its latest waiter lease (as fair.lua's
+  -- stretch): twice this one when extended, so not every renewal extends them
   local pttl = redis.pcall('PTTL', leases)
   if bad(pttl) then return failed('PTTL', pttl) end
   if pttl < ms then

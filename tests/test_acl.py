@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,10 @@ PROFILES: dict[str, tuple[set[str], set[str]]] = {
     "Lock": (
         {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep"},
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
+    ),
+    "RedisPyLock": (
+        {"compat_acquire", "lock_release", "lock_extend"},
+        {"EVALSHA", "EVAL", "GET"},
     ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
     "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
@@ -192,6 +197,53 @@ async def test_every_kind_works_as_its_documented_user(
             two.close()
             client.close()
             await aclient.aclose()
+
+
+def test_the_redis_py_drop_in_works_as_its_documented_user(
+    server: RedisProcess, admin: redis.Redis
+) -> None:
+    """RedisPyLock as the user of its profile (lock names under ``locks:``): acquire,
+    extend, reacquire, owned, locked, the watchdog's renewal, release; every needed command
+    allowed, and each one of them refused in turn fails with the command named."""
+    from redislock.compat import RedisPyLock
+
+    rule = documented()["RedisPyLock"]
+    with user(admin, rule) as auth:
+        client = redis.Redis(**server.client_kwargs(), **auth)
+        try:
+            lock = RedisPyLock(client, "locks:acl", timeout=10)
+            assert lock.acquire(blocking=False)
+            assert lock.extend(5)
+            assert lock.reacquire()
+            assert lock.owned()
+            assert lock.locked()
+            lock.release()
+            watched = RedisPyLock(client, "locks:watched", watchdog_lease=0.3)
+            assert watched.acquire(blocking=False)
+            time.sleep(0.5)  # renewed as this user
+            assert not watched.lost
+            watched.release()
+            assert keys_without_ttl(admin) == []
+        finally:
+            client.close()
+    for drop in ("SET", "INCR", "PEXPIRE", "DEL"):
+        with user(admin, rule, drop=drop) as auth:
+            client = redis.Redis(**server.client_kwargs(), **auth)
+            try:
+                lock = RedisPyLock(client, "locks:refused", timeout=10)
+
+                def use(lock: RedisPyLock = lock) -> None:  # refused at one of these steps
+                    assert lock.acquire(blocking=False)
+                    lock.extend(5)
+                    lock.release()
+
+                with pytest.raises(redislock.NoPermissionError) as refused:
+                    use()
+                assert refused.value.command == drop
+            finally:
+                client.close()
+        admin.delete("locks:refused")
+        assert keys_without_ttl(admin) == []
 
 
 # ------------------------------------------------------------------ one command refused

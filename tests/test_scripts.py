@@ -19,6 +19,7 @@ from redislock._core.keys import GRANT_SUFFIX
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
 from tests.scriptcases import norm
+from tests.test_scripts_compat import CASES as COMPAT_CASES
 from tests.test_scripts_fair import CASES as FAIR_CASES
 from tests.test_scripts_fencing import CASES as FENCING_CASES
 from tests.test_scripts_hold import CASES as HOLD_CASES
@@ -34,7 +35,15 @@ PARTS = {  # the shared parts, included where a script says so
 FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
 NAMES = sorted(SCRIPTS)
-CASES = [*LOCK_CASES, *HOLD_CASES, *FAIR_CASES, *MULTI_CASES, *FENCING_CASES, *INSPECT_CASES]
+CASES = [
+    *LOCK_CASES,
+    *HOLD_CASES,
+    *FAIR_CASES,
+    *MULTI_CASES,
+    *FENCING_CASES,
+    *INSPECT_CASES,
+    *COMPAT_CASES,
+]
 
 
 def header(script: Script) -> list[str]:
@@ -131,6 +140,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "hold": ["ms", "marker_ms", "done_ms"],
         "fair": ["lease_ms", "waiter_ms", "done_ms"],
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
+        "compat_acquire": ["ttl_ms"],
     }
     assert durations == expected.get(name, [])
 

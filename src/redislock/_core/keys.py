@@ -24,9 +24,14 @@ add ``P{N}:rwait`` / ``P{N}:rwake`` (readers; ``rwake`` a channel too) and ``P{N
 (a run-time permit count). Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the
 fencing keys and queue their waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo``,
 and a release grants the lock to the head waiter with the message ``<tag>|<fence>`` on the
-channel ``P{N}:grant`` (tag: the first 20 hex digits of the sha1 of its token; see
-``scripts/fair.lua``); ``P{N}:wait`` / ``P{N}:wake`` are then MultiLock's. The scripts
-declare the wake channels among their KEYS (same hash tag), but never write them as keys.
+channel ``P{N}:grant:<process tag>`` of the waiter's process (tag: the first 20 hex digits
+of the sha1 of its token; the process tag starts the token: see ``scripts/_queue.lua``);
+``P{N}:wait`` / ``P{N}:wake`` are then MultiLock's. The scripts declare the wake channels
+among their KEYS (same hash tag), but never write them as keys.
+
+The drop-ins for redis-py's Lock (:mod:`redislock._core.compat`) use redis-py's key, the
+name itself, and keep their done key as ``P{T}:rp-done:<name>`` beside the slot counter
+``P{T}:slotfence`` of the name's slot (``T``: :func:`slot_tag`).
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is

@@ -10,6 +10,7 @@ from typing import Any, Final, TypeAlias
 
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.lock
 
 from redislock.errors import LockUsageError
 
@@ -20,6 +21,9 @@ CLIENTS_TEXT: Final = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"
 Master: TypeAlias = redis.asyncio.Redis
 """The client type of one Redlock master."""
 MASTER_TEXT: Final = "a redis.asyncio.Redis"
+
+RedisPyLockBase: TypeAlias = redis.asyncio.lock.Lock
+"""redis-py's asyncio lock class, which :class:`redislock.compat.AsyncRedisPyLock` extends."""
 
 Owner: TypeAlias = "asyncio.Task[Any]"
 """Who owns a reentrant hold: the asyncio task (never a thread-local)."""

@@ -10,6 +10,8 @@
 --                       op_id in the done key was already applied: it answers the current TTL
 --                       and adds nothing (a client retrying after the reply was lost)
 -- ARGV[5] done_ms       with ARGV[4]: how long the done key remembers the call, milliseconds
+-- ARGV[6] ownership     optional: "exact" for a lock in redis-py's format (compat_acquire.lua,
+--                       value = token); otherwise the value starts with "<token>|"
 -- returns {"ok", pttl_ms}  extended; pttl_ms is the new TTL (for a repeated call: the TTL now)
 --         {"gone", 0}      no lock key (expired or deleted)
 --         {"taken", 0}     another owner holds the key
@@ -24,7 +26,9 @@ if bad(v) then return failed('GET', v) end
 if not v then
   return {'gone', 0}
 end
-if string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
+if ARGV[6] == 'exact' then
+  if v ~= ARGV[1] then return {'taken', 0} end
+elseif string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
   return {'taken', 0}
 end
 local op = ARGV[3] == 'add' and KEYS[2] and ARGV[4] and ARGV[4] ~= '' and ARGV[1] .. '|' .. ARGV[4]

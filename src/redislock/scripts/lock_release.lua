@@ -8,6 +8,9 @@
 -- ARGV[1] token         owner token
 -- ARGV[2] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
 --                       (the window in which a client may send the same release again)
+-- ARGV[3] ownership     optional: "exact" for a lock in redis-py's format (compat_acquire.lua),
+--                       held by the token iff the value IS the token; otherwise (redislock's
+--                       "<token>|<fence>|<meta>") iff the value starts with "<token>|"
 -- returns "ok"          released; also a repeat of this token's release within done_ms (a
 --                       client retrying after the reply was lost: the first one worked)
 --         "gone"        no lock key (expired or deleted)
@@ -22,7 +25,13 @@
 
 local v = redis.pcall('GET', KEYS[1])
 if bad(v) then return failed('GET', v) end
-if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
+local mine
+if ARGV[3] == 'exact' then
+  mine = v == ARGV[1]
+else
+  mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
+end
+if not mine then
   if KEYS[4] then
     local done = redis.pcall('GET', KEYS[4])
     if bad(done) then return failed('GET', done) end

@@ -11,6 +11,7 @@ from typing import Final, TypeAlias
 
 import redis
 import redis.cluster
+import redis.lock
 
 NAME: Final = "sync"
 CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
@@ -19,6 +20,9 @@ CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"
 Master: TypeAlias = redis.Redis
 """The client type of one Redlock master."""
 MASTER_TEXT: Final = "a redis.Redis"
+
+RedisPyLockBase: TypeAlias = redis.lock.Lock
+"""redis-py's lock class, which :class:`redislock.compat.RedisPyLock` extends."""
 
 Owner: TypeAlias = int
 """Who owns a reentrant hold: the thread (its ``threading.get_ident()``)."""

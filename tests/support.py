@@ -152,6 +152,6 @@ def closing_dead_clients() -> Iterator[tuple[redis.Redis, redis.asyncio.Redis]]:
 def invoke(obj: object, method: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``obj.method(...)``; run a coroutine on a fresh loop (inside a task)."""
     result = getattr(obj, method)(*args, **kwargs)
-    if inspect.iscoroutine(result):
+    if asyncio.iscoroutine(result):  # also a coroutine object of a class (AsyncAcquiring)
         result = asyncio.run(result)
     return result

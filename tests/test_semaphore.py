@@ -607,3 +607,46 @@ def test_client_of_the_other_flavour_is_rejected(dead: DeadSemaphore) -> None:
         dead.cls(dead.other, "job", 3)
     with pytest.raises(LockConfigError, match="needs"):
         dead.cls(object(), "job", 3)
+
+
+async def test_async_acquire_works_directly_in_async_with(ar: redis.asyncio.Redis) -> None:
+    """``async with sem.acquire(timeout=...) as permit:`` releases at the end, as
+    ``async with rw.read():`` does; ``await sem.acquire()`` and a task of it still work."""
+    sem = AsyncSemaphore(ar, "direct", permits=1, ttl=10)
+    async with sem.acquire(timeout=5) as permit:
+        assert isinstance(permit, AsyncPermit)
+        assert permit.fencing_token is not None
+        assert await sem.available() == 0
+        with pytest.raises(AcquireTimeoutError):
+            async with sem.acquire(timeout=0.1):
+                pytest.fail("a second permit was granted")
+    assert await sem.available() == 1
+    permit = await sem.acquire(blocking=False)
+    assert await sem.available() == 0
+    await permit.release()
+    task = asyncio.create_task(sem.acquire(timeout=5))
+    permit = await task
+    assert await sem.available() == 0
+    await permit.release()
+    with pytest.raises(LockConfigError):  # before any I/O
+        async with sem.acquire(blocking="yes"):  # type: ignore[arg-type]
+            pytest.fail("bad arguments were accepted")
+
+
+async def test_async_acquire_cancelled_inside_async_with_gives_the_permit_back(
+    ar: redis.asyncio.Redis,
+) -> None:
+    sem = AsyncSemaphore(ar, "cancelled", permits=1, ttl=10)
+    holder = await sem.acquire()
+
+    async def wait_for_one() -> None:
+        async with sem.acquire(timeout=30):
+            pytest.fail("granted while the only permit is held")
+
+    waiter = asyncio.create_task(wait_for_one())
+    await asyncio.sleep(0.2)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await holder.release()
+    assert await sem.available() == 1

@@ -6,7 +6,10 @@ sync twin is :mod:`redislock.sync._flavour`."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final, TypeAlias
+from collections.abc import Coroutine, Generator
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 import redis.asyncio
 import redis.asyncio.cluster
@@ -69,3 +72,52 @@ def cancelled_since(mark: int) -> bool:
     redis.asyncio does whenever ``socket_timeout`` is set: CPython gh-86296)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > mark
+
+
+HeldT = TypeVar("HeldT", bound=AbstractAsyncContextManager[Any])
+
+
+class AsyncAcquiring(Coroutine[Any, Any, HeldT], Generic[HeldT]):
+    """What an acquire that returns a hold gives (``AsyncSemaphore.acquire()``): await it
+    for the hold, or use it directly in ``async with`` (which releases the hold at the
+    end), as ``async with rw.read():`` works. It is the acquire's coroutine too
+    (``asyncio.create_task(sem.acquire())`` still works). The sync flavour returns the hold
+    itself."""
+
+    __slots__ = ("_call", "_held")
+
+    def __init__(self, call: Coroutine[Any, Any, HeldT]) -> None:
+        self._call = call
+        self._held: HeldT | None = None
+
+    def __await__(self) -> Generator[Any, None, HeldT]:
+        return self._call.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._call.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        if val is None and tb is None:  # the one-argument form (3 arguments: deprecated)
+            return self._call.throw(typ)
+        return self._call.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._call.close()
+
+    async def __aenter__(self) -> HeldT:
+        self._held = await self._call
+        return self._held
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._held is not None  # (async with entered, so the acquire returned)
+        return await self._held.__aexit__(exc_type, exc, tb)
+
+
+def acquiring(call: Coroutine[Any, Any, HeldT]) -> AsyncAcquiring[HeldT]:
+    """``call`` (an acquire) as an awaitable that is also an async context manager."""
+    return AsyncAcquiring(call)

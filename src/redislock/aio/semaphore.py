@@ -62,7 +62,7 @@ class AsyncSemaphore(Handle):
     Example::
 
         sem = AsyncSemaphore(redis.asyncio.Redis(), "gpu", permits=4)
-        async with await sem.acquire(timeout=30) as permit:
+        async with sem.acquire(timeout=30) as permit:
             run_job(fence=permit.fencing_token)
 
     Args:
@@ -104,9 +104,13 @@ class AsyncSemaphore(Handle):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} permits={self.permits}>"
 
-    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> AsyncPermit:
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> _flavour.AsyncAcquiring[AsyncPermit]:
         """Take one permit, waiting up to ``timeout`` seconds.
 
+        Use the result in ``async with sem.acquire(timeout=30) as permit:`` (the permit is
+        released at the end), or ``permit = await sem.acquire()``.
         (asyncio) Cancel-safe: a permit the call may have taken is given back.
 
         Args:
@@ -125,6 +129,9 @@ class AsyncSemaphore(Handle):
                 ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed.
         """
+        return _flavour.acquiring(self._acquire(blocking, timeout))
+
+    async def _acquire(self, blocking: bool, timeout: float | None) -> AsyncPermit:
         start = time.monotonic()
         permit = await self._take(blocking, timeout)
         if permit is None:

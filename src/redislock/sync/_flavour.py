@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Final, TypeAlias
+from typing import Annotated, Final, TypeAlias, TypeVar
 
 import redis
 import redis.cluster
@@ -53,3 +53,16 @@ def cancel_mark() -> int:
 def cancelled_since(mark: int) -> bool:
     """False: threads are not cancelled (see the asyncio flavour)."""
     return False
+
+
+HeldT = TypeVar("HeldT")
+
+Acquiring: TypeAlias = Annotated[HeldT, "the hold itself"]
+"""What an acquire that returns a hold gives: in the sync flavour the hold itself (already
+a context manager); the asyncio flavour's ``AsyncAcquiring`` can also be used in ``async
+with`` directly."""
+
+
+def acquiring(held: HeldT) -> HeldT:
+    """The hold itself (see :data:`Acquiring`)."""
+    return held

@@ -106,9 +106,13 @@ class Semaphore(Handle):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} permits={self.permits}>"
 
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> Permit:
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> _flavour.Acquiring[Permit]:
         """Take one permit, waiting up to ``timeout`` seconds.
 
+        Use the result in ``with sem.acquire(timeout=30) as permit:`` (the permit is
+        released at the end), or ``permit = sem.acquire()``.
 
         Args:
             blocking: False for a single try.
@@ -126,6 +130,9 @@ class Semaphore(Handle):
                 ``replica_timeout`` seconds; it was undone (never reported as busy).
             redis.exceptions.RedisError: Redis failed.
         """
+        return _flavour.acquiring(self._acquire(blocking, timeout))
+
+    def _acquire(self, blocking: bool, timeout: float | None) -> Permit:
         start = time.monotonic()
         permit = self._take(blocking, timeout)
         if permit is None:

@@ -552,4 +552,4 @@ def test_client_of_the_other_flavour_is_rejected(dead: DeadFairLock) -> None:
     with pytest.raises(LockConfigError, match=dead.cls.__name__):
         dead.cls(dead.other, "job")
     with pytest.raises(LockConfigError, match="needs"):
-        dead.cls(object(), "job")
+        dead.cls(object(), "job")  # type: ignore[arg-type]

@@ -469,11 +469,11 @@ async def test_a_client_of_the_wrong_flavour_is_refused(
     aclient = redis.asyncio.Redis(unix_socket_path=str(tmp_path / "no-server.sock"))
     try:
         with pytest.raises(LockConfigError, match=r"for asyncio use ainspect\(\)\), got Redis$"):
-            inspect(aclient, "job")
+            inspect(aclient, "job")  # type: ignore[arg-type]
         with pytest.raises(LockConfigError, match=r"for a sync client use inspect\(\)"):
-            await ainspect(nowhere, "job")
+            await ainspect(nowhere, "job")  # type: ignore[arg-type]
         with pytest.raises(LockConfigError, match="got str"):
-            inspect("redis://localhost", "job")
+            inspect("redis://localhost", "job")  # type: ignore[arg-type]
     finally:
         await aclient.aclose()
 

@@ -568,7 +568,7 @@ def test_bad_names_raise_before_io(
 ) -> None:
     for cls, client in ((MultiLock, dead[0]), (AsyncMultiLock, dead[1])):
         with pytest.raises(LockConfigError, match=match):
-            cls(client, make())
+            cls(client, make())  # type: ignore[arg-type]
 
 
 def test_other_bad_arguments_raise_before_io(
@@ -576,11 +576,11 @@ def test_other_bad_arguments_raise_before_io(
 ) -> None:
     sync_client, async_client = dead
     with pytest.raises(LockConfigError, match=r"^MultiLock needs a redis\.Redis"):
-        MultiLock(async_client, ["a"])
+        MultiLock(async_client, ["a"])  # type: ignore[arg-type]
     with pytest.raises(LockConfigError, match=r"^AsyncMultiLock needs a redis\.asyncio"):
-        AsyncMultiLock(sync_client, ["a"])
+        AsyncMultiLock(sync_client, ["a"])  # type: ignore[arg-type]
     with pytest.raises(LockConfigError, match="needs"):
-        MultiLock(object(), ["a"])
+        MultiLock(object(), ["a"])  # type: ignore[arg-type]
     for kwargs in (
         {"ttl": -1},
         {"ttl": 0.0001},

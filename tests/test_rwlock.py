@@ -681,7 +681,7 @@ def test_client_of_the_other_flavour_is_rejected(dead: DeadRW) -> None:
     with pytest.raises(LockConfigError, match="needs"):
         dead.cls(dead.other, "job")
     with pytest.raises(LockConfigError, match="needs"):
-        dead.cls(object(), "job")
+        dead.cls(object(), "job")  # type: ignore[arg-type]
 
 
 def test_async_local_state_is_readable_outside_an_event_loop() -> None:

@@ -606,7 +606,7 @@ def test_client_of_the_other_flavour_is_rejected(dead: DeadSemaphore) -> None:
     with pytest.raises(LockConfigError, match=dead.cls.__name__):
         dead.cls(dead.other, "job", 3)
     with pytest.raises(LockConfigError, match="needs"):
-        dead.cls(object(), "job", 3)
+        dead.cls(object(), "job", 3)  # type: ignore[arg-type]
 
 
 async def test_async_acquire_works_directly_in_async_with(ar: redis.asyncio.Redis) -> None:

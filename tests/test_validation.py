@@ -310,12 +310,12 @@ def test_client_of_the_other_flavour_is_rejected(dead: Dead) -> None:
 )
 def test_non_client_is_rejected(dead: Dead, client: object) -> None:
     with pytest.raises(LockConfigError, match=f"{dead.cls.__name__} needs"):
-        dead.cls(client, "job")
+        dead.cls(client, "job")  # type: ignore[arg-type]
 
 
 def test_client_is_checked_before_the_other_arguments(dead: Dead) -> None:
     with pytest.raises(LockConfigError, match="needs"):
-        dead.cls(object(), "", ttl=-1)
+        dead.cls(object(), "", ttl=-1)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ method arguments

@@ -10,8 +10,6 @@ holds and waiters are identified by their short ``token_tag`` (and a permit by i
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
@@ -46,7 +44,9 @@ _ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 _SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
 
 
-def inspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo:
+def inspect(
+    client: redis.Redis | redis.cluster.RedisCluster, name: str, *, prefix: str = DEFAULT_PREFIX
+) -> LockInfo:
     """What is stored under lock ``name``, whatever its kind (Lock, RLock, ReadWriteLock,
     FairLock, Semaphore, a MultiLock name), as one snapshot; read-only.
 
@@ -75,7 +75,12 @@ def inspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo
     return run_flow(client, inspection_flow(name, prefix))
 
 
-async def ainspect(client: Any, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo:
+async def ainspect(
+    client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
+    name: str,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+) -> LockInfo:
     """The asyncio twin of :func:`inspect`: the same snapshot, through an asyncio client.
 
     Args:

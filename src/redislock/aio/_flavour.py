@@ -21,6 +21,9 @@ NAME: Final = "asyncio"
 CLIENTS: Final = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 CLIENTS_TEXT: Final = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"
 
+Client: TypeAlias = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
+"""The client types the shells take (a sync client or a URL fails the type check)."""
+
 Master: TypeAlias = redis.asyncio.Redis
 """The client type of one Redlock master."""
 MASTER_TEXT: Final = "a redis.asyncio.Redis"

@@ -9,6 +9,7 @@ from redislock._core.fair import FairCore
 from redislock._core.lock import LockCore
 from redislock._core.options import FairKwargs, FairOptions
 from redislock._handle import Holder
+from redislock.aio import _flavour
 from redislock.aio.lock import AsyncLock
 
 __all__ = ["AsyncFairLock"]
@@ -54,7 +55,7 @@ class AsyncFairLock(AsyncLock):
     __slots__ = ()
     _options = FairOptions
 
-    def __init__(self, client: Any, name: str, **options: Unpack[FairKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[FairKwargs]) -> None:
         Holder.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

@@ -95,7 +95,7 @@ class AsyncLock(AsyncLease):
 
     __slots__ = ()
 
-    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
         AsyncLease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

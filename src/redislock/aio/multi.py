@@ -10,6 +10,7 @@ from redislock._core.lock import LockCore, token_tag
 from redislock._core.multi import MultiCore, check_names
 from redislock._core.options import MultiKwargs, MultiOptions
 from redislock._handle import Holder, is_cluster
+from redislock.aio import _flavour
 from redislock.aio.lock import AsyncLock
 from redislock.errors import LockUsageError
 
@@ -61,7 +62,9 @@ class AsyncMultiLock(AsyncLock):
     _core: MultiCore
     _options = MultiOptions
 
-    def __init__(self, client: Any, names: Iterable[str], **options: Unpack[MultiKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, names: Iterable[str], **options: Unpack[MultiKwargs]
+    ) -> None:
         Holder.__init__(self, client, names, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

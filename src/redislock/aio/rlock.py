@@ -34,7 +34,7 @@ class _Reentrant(AsyncLease):
 
     __slots__ = ("_units",)
 
-    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
         AsyncLease.__init__(self, client, name, **options)
         self._units: dict[_flavour.Owner, Unit] = {}
 
@@ -277,7 +277,7 @@ class AsyncReadWriteLock:
 
     __slots__ = ("__weakref__", "_reader", "_writer")
 
-    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
         reader = AsyncReadLock(client, name, **options)
         writer = AsyncWriteLock(client, name, **options)
         reader._rw = writer._rw = self

@@ -87,7 +87,9 @@ class AsyncSemaphore(Handle):
     __slots__ = ()
     _core: HoldCore
 
-    def __init__(self, client: Any, name: str, permits: int, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, name: str, permits: int, **options: Unpack[LockKwargs]
+    ) -> None:
         Handle.__init__(self, client, name, permits, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

@@ -17,6 +17,9 @@ NAME: Final = "sync"
 CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
 CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"
 
+Client: TypeAlias = redis.Redis | redis.cluster.RedisCluster
+"""The client types the shells take (an asyncio client or a URL fails the type check)."""
+
 Master: TypeAlias = redis.Redis
 """The client type of one Redlock master."""
 MASTER_TEXT: Final = "a redis.Redis"

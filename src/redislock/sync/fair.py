@@ -11,6 +11,7 @@ from redislock._core.fair import FairCore
 from redislock._core.lock import LockCore
 from redislock._core.options import FairKwargs, FairOptions
 from redislock._handle import Holder
+from redislock.sync import _flavour
 from redislock.sync.lock import Lock
 
 __all__ = ["FairLock"]
@@ -53,7 +54,7 @@ class FairLock(Lock):
     __slots__ = ()
     _options = FairOptions
 
-    def __init__(self, client: Any, name: str, **options: Unpack[FairKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[FairKwargs]) -> None:
         Holder.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

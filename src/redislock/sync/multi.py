@@ -13,6 +13,7 @@ from redislock._core.multi import MultiCore, check_names
 from redislock._core.options import MultiKwargs, MultiOptions
 from redislock._handle import Holder, is_cluster
 from redislock.errors import LockUsageError
+from redislock.sync import _flavour
 from redislock.sync.lock import Lock
 
 __all__ = ["MultiLock"]
@@ -60,7 +61,9 @@ class MultiLock(Lock):
     _core: MultiCore
     _options = MultiOptions
 
-    def __init__(self, client: Any, names: Iterable[str], **options: Unpack[MultiKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, names: Iterable[str], **options: Unpack[MultiKwargs]
+    ) -> None:
         Holder.__init__(self, client, names, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

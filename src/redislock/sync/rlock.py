@@ -36,7 +36,7 @@ class _Reentrant(Lease):
 
     __slots__ = ("_units",)
 
-    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
         Lease.__init__(self, client, name, **options)
         self._units: dict[_flavour.Owner, Unit] = {}
 
@@ -274,7 +274,7 @@ class ReadWriteLock:
 
     __slots__ = ("__weakref__", "_reader", "_writer")
 
-    def __init__(self, client: Any, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
         reader = ReadLock(client, name, **options)
         writer = WriteLock(client, name, **options)
         reader._rw = writer._rw = self

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""Types that catch misuse: ``mypy --strict`` (the project's configuration) on a user's
+file rejects a URL or the other flavour's client where a lock takes a client, and accepts
+the right clients, the Cluster clients, and the drop-ins through
+``r.lock(lock_class=...)``."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from mypy import api
+
+WRONG = """
+    import redis
+    import redis.asyncio
+
+    from redislock import AsyncLock, AsyncSemaphore, Lock, inspect
+
+    sync_client = redis.Redis()
+    async_client = redis.asyncio.Redis()
+    Lock("redis://localhost", "n")
+    AsyncLock(sync_client, "n")
+    Lock(async_client, "n")
+    AsyncSemaphore(sync_client, "n", 3)
+    inspect(async_client, "n")
+"""
+
+RIGHT = """
+    import redis
+    import redis.asyncio
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    from redislock import AsyncLock, AsyncSemaphore, Lock, ReadWriteLock, inspect
+    from redislock.compat import AsyncRedisPyLock, RedisPyLock
+
+    sync_client = redis.Redis()
+    async_client = redis.asyncio.Redis()
+    Lock(sync_client, "n")
+    Lock(redis.cluster.RedisCluster(host="localhost"), "n")
+    AsyncLock(async_client, "n")
+    AsyncLock(redis.asyncio.cluster.RedisCluster(host="localhost"), "n")
+    ReadWriteLock(sync_client, "n")
+    AsyncSemaphore(async_client, "n", 3)
+    inspect(sync_client, "n")
+    lock = sync_client.lock("n", timeout=5, lock_class=RedisPyLock)
+    alock = async_client.lock("n", timeout=5, lock_class=AsyncRedisPyLock)
+
+
+    async def use(sem: AsyncSemaphore) -> None:
+        async with sem.acquire(timeout=5) as permit:
+            token: int | None = permit.fencing_token
+"""
+
+
+def check(tmp_path: Path, code: str) -> tuple[str, int]:
+    path = tmp_path / "user_code.py"
+    path.write_text(textwrap.dedent(code))
+    out, err, status = api.run([str(path), "--strict", "--no-error-summary"])
+    return out + err, status
+
+
+@pytest.mark.slow
+def test_misuse_fails_the_type_check(tmp_path: Path) -> None:
+    out, status = check(tmp_path, WRONG)
+    assert status == 1, out
+    lines = [line for line in out.splitlines() if "error:" in line]
+    assert [line.split(":")[1] for line in lines] == ["9", "10", "11", "12", "13"], out
+    assert all("[arg-type]" in line for line in lines), out
+
+
+@pytest.mark.slow
+def test_right_use_passes_the_type_check(tmp_path: Path) -> None:
+    out, status = check(tmp_path, RIGHT)
+    assert status == 0, out

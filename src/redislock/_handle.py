@@ -39,6 +39,32 @@ _SENTINEL_POOLS = (
 _CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 CoreT = TypeVar("CoreT", bound=LockCore)
 
+_KINDS = frozenset(
+    {
+        "Lock",
+        "FairLock",
+        "RLock",
+        "ReadLock",
+        "WriteLock",
+        "ReadWriteLock",
+        "Semaphore",
+        "MultiLock",
+        "Redlock",
+        "MultiRedlock",
+    }
+)
+"""The kinds metrics name (:mod:`redislock.metrics`): the public classes, sync or asyncio."""
+
+
+def _label(cls: type) -> str:
+    """The metrics kind of a public class: its name without ``Async``; a user's subclass
+    counts as the first of its bases that is a kind."""
+    for base in cls.__mro__:
+        name = base.__name__.removeprefix("Async")
+        if name in _KINDS:
+            return name
+    return "Lock"
+
 
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
@@ -94,6 +120,7 @@ class Handle:
         self._client = self._connect(client)  # the client before the other arguments
         opts = self._options.of(options)
         self._core = self._make_core(client, name, opts, *args)
+        self._core.label = _label(type(self))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -132,6 +132,7 @@ class CompatCore(LockCore):
         core = cls.from_options("redis-py", options, sentinel=sentinel)
         core.name = name
         core.keys = compat_keys(name, options.prefix)
+        core.label = "RedisPyLock"
         return core
 
     def try_flow(self, token: bytes) -> Flow[bool]:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Final, Self
 
 from redis.exceptions import ResponseError
 
+from redislock import metrics
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.keys import LockKeys
@@ -229,6 +230,8 @@ class LockCore:
     """WAIT's limit, milliseconds."""
     track_master: bool = False
     """Writes go out as :class:`Replicated`: WAIT (if ``replicas``) and the master's run_id."""
+    label: str = "Lock"
+    """The kind, for metrics (:mod:`redislock.metrics`): set by the public class."""
 
     @classmethod
     def create(cls, name: Any, *, sentinel: bool = False, **options: Any) -> Self:
@@ -325,6 +328,8 @@ class LockCore:
         h.lost_reason = reason
         if h is self.holding:
             self.last_lost = True
+        metrics.lost(self.label, self.name)
+        metrics.held(self.label, self.name, time.monotonic() - h.acquired_at)
         return True
 
     def statistics(self) -> LockStatistics:
@@ -616,8 +621,10 @@ class LockCore:
         on "ok")."""
         if status != "ok":
             self.counters.renewal_failures += 1
+            metrics.renewal(self.label, self.name, ok=False)
             return None, self.mark_lost(h, self._why(h, status))
         self.counters.renewals += 1
+        metrics.renewal(self.label, self.name, ok=True)
         # One interval after this renewal was SENT, so a slow reply does not eat into the
         # safety margin a second time.
         # (Never later than the lease end: a TTL capped by max_lease may end sooner.)
@@ -705,6 +712,7 @@ class LockCore:
         lost (another client may hold the lock by now).
         """
         self.counters.renewal_failures += 1
+        metrics.renewal(self.label, self.name, ok=False)
         now = time.monotonic()
         if now >= h.expires_at:
             return None, self.mark_lost(

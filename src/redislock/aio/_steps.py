@@ -14,12 +14,13 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from redislock._core import observe
 from redislock._core.hold import HoldCore
 from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Flow
 from redislock.aio._driver import run
 from redislock.aio.renewer import keep, renewer
-from redislock.errors import NotOwnedError
+from redislock.errors import LockLostError, NotOwnedError
 
 if TYPE_CHECKING:
     from redislock._handle import Renewable
@@ -27,15 +28,21 @@ if TYPE_CHECKING:
 __all__ = ["acquire", "adopt", "reenter", "release", "shielded"]
 
 
-async def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
-    """Drive an acquire ``flow`` of ``core``; schedule the watchdog on success.
+async def acquire(
+    unit: Renewable, core: LockCore, flow: Flow[bool], *, single: bool = False, polled: bool = False
+) -> bool:
+    """Drive an acquire ``flow`` of ``core``; schedule the watchdog on success. ``single``:
+    one try, no wait (for the metrics' outcome: busy, not timeout); ``polled``: one poll
+    of redis-py's loop (the drop-ins: a busy poll is not counted).
 
     On cancellation the flow's pending token is abandoned (its hold deleted if the script
     ran before the cancellation reached us) and the cancellation propagates.
     """
+    start = observe.acquire_started(core, single)
     try:
         ok = await run(unit._client, flow)
     except asyncio.CancelledError:
+        observe.acquire_failed(core, start, single, error=False)
         token = core.pending_token
         flow.close()
         if token is not None:
@@ -44,6 +51,10 @@ async def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(cleanup)
         raise
+    except Exception:
+        observe.acquire_failed(core, start, single, error=True)
+        raise
+    observe.acquire_ended(core, start, single, ok, polled=polled)
     h = core.holding
     if ok and h is not None and core.watchdog:
         renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
@@ -88,8 +99,12 @@ async def release(unit: Renewable, core: LockCore, h: Holding) -> None:
     h.closing = True
     if core.watchdog:
         renewer().discard(h)
+    was_lost = h.lost
     try:
         await run(unit._client, core.release_flow(h))
+    except LockLostError:
+        observe.release_ended(core, h, was_lost, lost=True)
+        raise
     except asyncio.CancelledError:
         if core.holding is h:
             # No reply yet; the script may or may not have run. Releasing is idempotent for
@@ -101,6 +116,7 @@ async def release(unit: Renewable, core: LockCore, h: Holding) -> None:
         if core.release_failed(h):  # no reply: the lock may still be ours
             renewer().schedule(unit, h, time.monotonic())
         raise
+    observe.release_ended(core, h, was_lost, lost=False)
 
 
 async def _finish_release(unit: Renewable, core: LockCore, h: Holding) -> None:

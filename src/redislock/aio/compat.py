@@ -145,7 +145,8 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
         wire = token.encode() if isinstance(token, str) else token
         core = CompatCore.for_redis_py(self._name, self._options, sentinel=self._sentinel)
         unit = Unit(self.redis, core, self)
-        if not await _steps.acquire(unit, core, core.try_flow(wire)):
+        flow = core.try_flow(wire)
+        if not await _steps.acquire(unit, core, flow, single=True, polled=True):
             return False
         self.local.unit = unit
         return True

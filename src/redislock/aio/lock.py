@@ -141,7 +141,8 @@ class AsyncLock(AsyncLease):
         """
         core = self._core
         wait = core.check_acquire_args(blocking, timeout)
-        return await _steps.acquire(self, core, core.acquire_flow(wait, blocking))
+        flow = core.acquire_flow(wait, blocking)
+        return await _steps.acquire(self, core, flow, single=wait == 0)
 
     async def locked(self) -> bool:
         """Whether anybody holds the lock now (one round trip).

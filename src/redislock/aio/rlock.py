@@ -111,9 +111,8 @@ class _Reentrant(AsyncLease):
             return await _steps.reenter(self._client, core, h)
         try:
             self._before_acquire()
-            return await _steps.acquire(
-                unit, core, core.acquire_flow(wait, blocking, self._companion())
-            )
+            flow = core.acquire_flow(wait, blocking, self._companion())
+            return await _steps.acquire(unit, core, flow, single=wait == 0)
         finally:
             self._forget()
 

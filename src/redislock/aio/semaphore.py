@@ -154,7 +154,8 @@ class AsyncSemaphore(Handle):
         wait = self._core.check_acquire_args(blocking, timeout)
         core = self._core.sibling()
         permit = AsyncPermit._of(self._client, core)
-        if not await _steps.acquire(permit, core, core.acquire_flow(wait, blocking)):
+        flow = core.acquire_flow(wait, blocking)
+        if not await _steps.acquire(permit, core, flow, single=wait == 0):
             return None
         return permit
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from redislock._core import observe
 from redislock._core.hold import HoldCore
 from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Flow
+from redislock.errors import LockLostError
 from redislock.sync._driver import run
 from redislock.sync.renewer import renewer
 
@@ -20,9 +22,24 @@ if TYPE_CHECKING:
 __all__ = ["acquire", "adopt", "reenter", "release", "shielded"]
 
 
-def acquire(unit: Renewable, core: LockCore, flow: Flow[bool]) -> bool:
-    """Drive an acquire ``flow`` of ``core``; schedule the watchdog on success."""
-    ok = run(unit._client, flow)
+def acquire(
+    unit: Renewable,
+    core: LockCore,
+    flow: Flow[bool],
+    *,
+    single: bool = False,
+    polled: bool = False,
+) -> bool:
+    """Drive an acquire ``flow`` of ``core``; schedule the watchdog on success. ``single``:
+    one try, no wait (for the metrics' outcome: busy, not timeout); ``polled``: one poll
+    of redis-py's loop (the drop-ins: a busy poll is not counted)."""
+    start = observe.acquire_started(core, single)
+    try:
+        ok = run(unit._client, flow)
+    except BaseException as exc:
+        observe.acquire_failed(core, start, single, error=isinstance(exc, Exception))
+        raise
+    observe.acquire_ended(core, start, single, ok, polled=polled)
     h = core.holding
     if ok and h is not None and core.watchdog:
         renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
@@ -41,12 +58,17 @@ def release(unit: Renewable, core: LockCore, h: Holding) -> None:
     """Release ``h`` for good (the caller checked it is held). If Redis gave no reply the
     object keeps the hold (it may still be ours) and the watchdog resumes renewing it."""
     h.closing = True
+    was_lost = h.lost
     try:
         run(unit._client, core.release_flow(h))
+    except LockLostError:
+        observe.release_ended(core, h, was_lost, lost=True)
+        raise
     except Exception:
         if core.release_failed(h):
             renewer().schedule(unit, h, time.monotonic())
         raise
+    observe.release_ended(core, h, was_lost, lost=False)
 
 
 def shielded(client: Any, flow: Flow[Any]) -> Any:

@@ -146,7 +146,8 @@ class RedisPyLock(_flavour.RedisPyLockBase):
         wire = token.encode() if isinstance(token, str) else token
         core = CompatCore.for_redis_py(self._name, self._options, sentinel=self._sentinel)
         unit = Unit(self.redis, core, self)
-        if not _steps.acquire(unit, core, core.try_flow(wire)):
+        flow = core.try_flow(wire)
+        if not _steps.acquire(unit, core, flow, single=True, polled=True):
             return False
         self.local.unit = unit
         return True

@@ -137,7 +137,8 @@ class Lock(Lease):
         """
         core = self._core
         wait = core.check_acquire_args(blocking, timeout)
-        return _steps.acquire(self, core, core.acquire_flow(wait, blocking))
+        flow = core.acquire_flow(wait, blocking)
+        return _steps.acquire(self, core, flow, single=wait == 0)
 
     def locked(self) -> bool:
         """Whether anybody holds the lock now (one round trip).

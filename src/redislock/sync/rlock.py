@@ -110,7 +110,8 @@ class _Reentrant(Lease):
             return _steps.reenter(self._client, core, h)
         try:
             self._before_acquire()
-            return _steps.acquire(unit, core, core.acquire_flow(wait, blocking, self._companion()))
+            flow = core.acquire_flow(wait, blocking, self._companion())
+            return _steps.acquire(unit, core, flow, single=wait == 0)
         finally:
             self._forget()
 

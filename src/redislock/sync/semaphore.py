@@ -155,7 +155,8 @@ class Semaphore(Handle):
         wait = self._core.check_acquire_args(blocking, timeout)
         core = self._core.sibling()
         permit = Permit._of(self._client, core)
-        if not _steps.acquire(permit, core, core.acquire_flow(wait, blocking)):
+        flow = core.acquire_flow(wait, blocking)
+        if not _steps.acquire(permit, core, flow, single=wait == 0):
             return None
         return permit
 

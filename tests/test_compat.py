@@ -30,7 +30,7 @@ from redislock._core.compat import LeaseLostError as CoreLeaseLostError
 from redislock._core.compat import compat_keys
 from redislock._core.keys import LockKeys, key_slot
 from redislock._core.scripts import SCRIPTS
-from redislock.compat import AsyncRedisPyLock, LeaseLostError, RedisPyLock
+from redislock.compat import AsyncRedisPyLock, CompatArgumentError, LeaseLostError, RedisPyLock
 from redislock.server import RedisProcess
 from redislock.testing import FaultProxy
 
@@ -227,6 +227,63 @@ def test_lock_class_with_redislock_options_through_partial(rp: redis.Redis) -> N
     with lock:
         assert 0 < rp.pttl("opt") <= 5000
         assert rp.exists(compat_keys("opt", "app:").fence)
+
+
+def test_two_holders_with_the_same_chosen_token_still_exclude_each_other(
+    rp: redis.Redis,
+) -> None:
+    """redis-py lets the caller choose the token; a token shared by two objects (or by a
+    redis-py Lock) does not make the second a retry of the first."""
+    first = RedisPyLock(rp, "shared", timeout=10)
+    second = RedisPyLock(rp, "shared", timeout=10)
+    assert first.acquire(token="worker")
+    assert not second.acquire(token="worker", blocking=False)
+    first.release()
+    old = PyLock(rp, "shared")  # redis-py, no timeout: a key without TTL
+    assert old.acquire(token="worker")
+    assert not second.acquire(token="worker", blocking=False)
+    assert rp.ttl("shared") == -1  # the drop-in put no TTL on the old process's key
+    old.release()
+
+
+def test_a_release_of_an_expired_hold_is_not_excused_by_an_earlier_one(
+    rp: redis.Redis,
+) -> None:
+    """The done key remembers a release per hold, not per token: a later hold with the
+    same token whose lease ran out is reported lost, not released."""
+    lock = RedisPyLock(rp, "memo", timeout=10)
+    assert lock.acquire(token="worker")
+    lock.release()
+    assert lock.acquire(token="worker", blocking=False)
+    rp.delete("memo")  # its lease is gone
+    with pytest.raises(LeaseLostError):
+        lock.release()
+
+
+def test_timeout_zero_is_a_watchdog_lease_that_extend_and_reacquire_refuse(
+    rp: redis.Redis,
+) -> None:
+    lock = RedisPyLock(rp, "zero", timeout=0, watchdog_lease=5)
+    assert lock.acquire(blocking=False)
+    assert 0 < rp.pttl("zero") <= 5000
+    with pytest.raises(LockError, match="no timeout"):
+        lock.reacquire()
+    with pytest.raises(LockError, match="no timeout"):
+        lock.do_extend(5, False)
+    assert 4000 < rp.pttl("zero") <= 5000  # not cut short
+    lock.release()
+
+
+def test_a_bad_extend_amount_is_a_lock_error_before_any_io(rp: redis.Redis) -> None:
+    lock = RedisPyLock(rp, "amount", timeout=10)
+    assert lock.acquire(blocking=False)
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(CompatArgumentError) as caught:
+            lock.extend(bad)
+        assert isinstance(caught.value, LockError)
+        assert isinstance(caught.value, redislock.LockConfigError)
+    assert 9000 < rp.pttl("amount") <= 10_000
+    lock.release()
 
 
 # ------------------------------------------------------------------ the client's retries

@@ -140,7 +140,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "hold": ["ms", "marker_ms", "done_ms"],
         "fair": ["lease_ms", "waiter_ms", "done_ms"],
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
-        "compat_acquire": ["ttl_ms"],
+        "compat_acquire": ["ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
 

@@ -14,7 +14,8 @@ from redislock._core.lock import DONE_MS
 from tests.scriptcases import OTHER, TOKEN, Between, Case, run_case
 
 C = compat_keys("job")
-CACQ = (C.lock, C.fence)
+CACQ = (C.lock, C.fence, C.done)
+OP = "0123456789abcdef"  # this acquire call's op id
 CREL = (C.lock, C.wait, C.wake, C.done)
 
 CASES = [
@@ -23,20 +24,22 @@ CASES = [
         "compat-acquire-free",
         "compat_acquire",
         CACQ,
-        (TOKEN, 10000),
+        (TOKEN, 10000, OP, DONE_MS),
         ["ok", 1],
         after=[
             (("GET", C.lock), TOKEN),  # redis-py's value: the token alone
             (("PTTL", C.lock), Between(9000, 10000)),
             (("GET", C.fence), "1"),
             (("PTTL", C.fence), -1),  # the slot counter never expires
+            (("GET", C.done), f"{TOKEN}|acq|{OP}"),  # what a retry of this call finds
+            (("PTTL", C.done), Between(DONE_MS - 1000, DONE_MS)),
         ],
     ),
     Case(
         "compat-acquire-busy-writes-nothing",
         "compat_acquire",
         CACQ,
-        (TOKEN, 10000),
+        (TOKEN, 10000, OP, DONE_MS),
         ["busy", Between(4000, 5000)],
         setup=[("SET", C.lock, OTHER, "PX", 5000), ("SET", C.fence, 4)],
         after=[(("GET", C.lock), OTHER), (("GET", C.fence), "4")],  # no token burnt
@@ -45,7 +48,7 @@ CASES = [
         "compat-acquire-busy-without-ttl-says-so",  # a redis-py Lock with timeout=None
         "compat_acquire",
         CACQ,
-        (TOKEN, 10000),
+        (TOKEN, 10000, OP, DONE_MS),
         ["busy", -1],
         setup=[("SET", C.lock, OTHER)],
         after=[(("GET", C.lock), OTHER), (("PTTL", C.lock), -1)],
@@ -54,16 +57,41 @@ CASES = [
         "compat-acquire-repeat-of-own-hold-sets-the-ttl-again",  # a retry after a lost reply
         "compat_acquire",
         CACQ,
-        (TOKEN, 10000),
+        (TOKEN, 10000, OP, DONE_MS),
         ["ok", 4],
-        setup=[("SET", C.lock, TOKEN, "PX", 100), ("SET", C.fence, 4)],
+        setup=[
+            ("SET", C.lock, TOKEN, "PX", 100),
+            ("SET", C.fence, 4),
+            ("SET", C.done, f"{TOKEN}|acq|{OP}", "PX", 50000),
+        ],
         after=[(("PTTL", C.lock), Between(9000, 10000)), (("GET", C.fence), "4")],
+    ),
+    Case(
+        "compat-acquire-same-token-of-another-call-is-busy",  # a caller's token, reused
+        "compat_acquire",
+        CACQ,
+        (TOKEN, 10000, OP, DONE_MS),
+        ["busy", Between(4000, 5000)],
+        setup=[
+            ("SET", C.lock, TOKEN, "PX", 5000),
+            ("SET", C.done, f"{TOKEN}|acq|fedcba9876543210", "PX", 50000),
+        ],
+        after=[(("PTTL", C.lock), Between(4000, 5000))],  # not renewed: not this call's
+    ),
+    Case(
+        "compat-acquire-same-token-of-a-redis-py-lock-is-busy",  # no memo at all
+        "compat_acquire",
+        CACQ,
+        (TOKEN, 10000, OP, DONE_MS),
+        ["busy", -1],
+        setup=[("SET", C.lock, TOKEN)],
+        after=[(("PTTL", C.lock), -1), (("EXISTS", C.done), 0)],
     ),
     Case(
         "compat-acquire-token-prefix-is-not-ownership",
         "compat_acquire",
         CACQ,
-        (TOKEN, 10000),
+        (TOKEN, 10000, OP, DONE_MS),
         ["busy", Between(4000, 5000)],
         setup=[("SET", C.lock, f"{TOKEN}|1|h|1|2", "PX", 5000)],
         after=[(("GET", C.lock), f"{TOKEN}|1|h|1|2")],
@@ -73,12 +101,12 @@ CASES = [
         "release-exact-own",
         "lock_release",
         CREL,
-        (TOKEN, DONE_MS, "exact"),
+        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}"),
         "ok",
         setup=[("SET", C.lock, TOKEN, "PX", 5000)],
         after=[
             (("EXISTS", C.lock), 0),
-            (("GET", C.done), TOKEN),
+            (("GET", C.done), f"{TOKEN}|rel|{OP}"),
             (("PTTL", C.done), Between(DONE_MS - 1000, DONE_MS)),
         ],
     ),
@@ -86,10 +114,18 @@ CASES = [
         "release-exact-sent-again-answers-ok",
         "lock_release",
         CREL,
-        (TOKEN, DONE_MS, "exact"),
+        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}"),
         "ok",
-        setup=[("SET", C.done, TOKEN, "PX", 50000)],
+        setup=[("SET", C.done, f"{TOKEN}|rel|{OP}", "PX", 50000)],
         after=[(("EXISTS", C.lock), 0)],
+    ),
+    Case(
+        "release-exact-of-a-later-hold-with-the-same-token-is-gone",  # not the memo's hold
+        "lock_release",
+        CREL,
+        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}"),
+        "gone",
+        setup=[("SET", C.done, f"{TOKEN}|rel|fedcba9876543210", "PX", 50000)],
     ),
     Case(
         "release-exact-token-prefix-is-not-ownership",

@@ -14,8 +14,8 @@ pass (and why).
 
 from __future__ import annotations
 
-from redislock._core.compat import LeaseLostError
+from redislock._core.compat import CompatArgumentError, LeaseLostError
 from redislock.aio.compat import AsyncRedisPyLock
 from redislock.sync.compat import RedisPyLock
 
-__all__ = ["AsyncRedisPyLock", "LeaseLostError", "RedisPyLock"]
+__all__ = ["AsyncRedisPyLock", "CompatArgumentError", "LeaseLostError", "RedisPyLock"]

@@ -14,7 +14,8 @@ name                          type            unit   what
                                                      ``acquired``, ``busy`` (a single try
                                                      found it held), ``timeout`` (the wait
                                                      limit passed), ``error`` (Redis failed,
-                                                     a bad reply, cancelled)
+                                                     a bad reply; a cancelled call is
+                                                     not counted)
 ``redislock.hold.duration``   histogram       s      from acquired to released (or lost)
 ``redislock.lost``            counter         1      leases lost while held (reported once)
 ``redislock.renewals``        counter         1      watchdog renewals, by ``outcome``:
@@ -28,7 +29,9 @@ Attributes: ``redislock.kind`` (``Lock``, ``FairLock``, ``RLock``, ``ReadLock``,
 the sync and asyncio classes alike), and ``redislock.name`` only if :func:`configure` says
 so: lock names are often per order or per user, and a name per attribute value would
 explode a metrics backend's cardinality. The drop-ins for redis-py's ``Lock`` poll in
-redis-py's own loop: only their acquisitions (and errors) are counted, not each busy poll.
+redis-py's own loop: only their acquisitions (and errors) are counted, not each busy poll,
+and their ``acquire.duration`` is the successful poll's. With ``opentelemetry-api`` but no
+SDK configured, the API's instruments do nothing, at about 1 µs per acquire and release.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["NAME_ATTRIBUTE", "configure", "enabled"]
+__all__ = ["NAME_ATTRIBUTE", "configure", "enabled"]  # the rest: redislock's own hooks
 
 NAME_ATTRIBUTE: Final = "redislock.name"
 KIND_ATTRIBUTE: Final = "redislock.kind"
@@ -126,13 +129,28 @@ def _attributes(kind: str, name: str, **more: str) -> dict[str, str]:
     return attrs
 
 
-def acquire(kind: str, name: str, seconds: float, outcome: str) -> None:
-    """Record one acquire call (``outcome``: acquired, busy, timeout or error)."""
+def attributes(kind: str, name: str) -> dict[str, str] | None:
+    """The attributes of one lock (kind, and the name if configured), or None when
+    nothing is recorded: taken once per acquire call, so its +1 and -1 on ``waiters``
+    land on the same series even if :func:`configure` changes in between."""
     _setup()
-    if _enabled:
-        attrs = _attributes(kind, name, outcome=outcome)
-        _instruments["acquire"].record(seconds, attrs)
-        _instruments["acquires"].add(1, attrs)
+    return _attributes(kind, name) if _enabled else None
+
+
+def acquire(attrs: dict[str, str] | None, seconds: float, outcome: str) -> None:
+    """Record one acquire call with the attributes of :func:`attributes` (``outcome``:
+    acquired, busy, timeout or error)."""
+    if attrs is not None:
+        tagged = {**attrs, "outcome": outcome}
+        _instruments["acquire"].record(seconds, tagged)
+        _instruments["acquires"].add(1, tagged)
+
+
+def waiting(attrs: dict[str, str] | None, delta: int) -> None:
+    """One more (+1) or one fewer (-1) call waiting for a lock (attributes of
+    :func:`attributes`)."""
+    if attrs is not None:
+        _instruments["waiters"].add(delta, attrs)
 
 
 def held(kind: str, name: str, seconds: float) -> None:
@@ -154,10 +172,3 @@ def renewal(kind: str, name: str, ok: bool) -> None:
     _setup()
     if _enabled:
         _instruments["renewals"].add(1, _attributes(kind, name, outcome="ok" if ok else "failed"))
-
-
-def waiting(kind: str, name: str, delta: int) -> None:
-    """One more (+1) or one fewer (-1) call waiting for a lock."""
-    _setup()
-    if _enabled:
-        _instruments["waiters"].add(delta, _attributes(kind, name))

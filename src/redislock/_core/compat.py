@@ -24,7 +24,7 @@ import os
 import time
 from typing import Any, Final, Self
 
-from redis.exceptions import LockNotOwnedError
+from redis.exceptions import LockError, LockNotOwnedError
 
 from redislock._core.keys import DEFAULT_PREFIX, FENCE_SUFFIX, LockKeys, key_slot, slot_tag
 from redislock._core.lock import DONE_MS, Holding, LockCore, new_op_id
@@ -35,6 +35,7 @@ from redislock.errors import LockConfigError, LockLostError, UnexpectedReplyErro
 
 __all__ = [
     "MAX_NAME_BYTES",
+    "CompatArgumentError",
     "CompatCore",
     "LeaseLostError",
     "check_name",
@@ -50,6 +51,12 @@ _EXACT: Final = b"exact"
 
 MAX_NAME_BYTES: Final = 1024
 """Longest lock name, in UTF-8 bytes (as redislock's own names)."""
+
+
+class CompatArgumentError(LockError, LockConfigError):
+    """A bad argument to a drop-in's method (``extend(0)``): a redis-py
+    :class:`~redis.exceptions.LockError`, so redis-py's ``except`` clauses catch it, and a
+    :class:`redislock.LockConfigError`. Raised before any I/O."""
 
 
 class LeaseLostError(LockNotOwnedError, LockLostError):
@@ -123,7 +130,10 @@ class CompatCore(LockCore):
     """A :class:`LockCore` over a lock in redis-py's format: one acquisition's hold (the
     drop-in makes one core per acquire, since redis-py keeps a token per thread)."""
 
-    __slots__ = ()
+    __slots__ = ("hold_id",)
+    hold_id: str
+    """This core's acquire call and hold (random hex): a caller may choose the token, and
+    two holds may share one, so the done key's memos name the hold by this id."""
 
     @classmethod
     def for_redis_py(cls, name: str, options: LockOptions, *, sentinel: bool = False) -> Self:
@@ -133,6 +143,7 @@ class CompatCore(LockCore):
         core.name = name
         core.keys = compat_keys(name, options.prefix)
         core.label = "RedisPyLock"
+        core.hold_id = new_op_id()
         return core
 
     def try_flow(self, token: bytes) -> Flow[bool]:
@@ -142,7 +153,8 @@ class CompatCore(LockCore):
         self.pending_token = text
         sent = time.monotonic()
         try:
-            op = Eval(_ACQUIRE, (self.keys.lock, self.keys.fence), (token, self.lease_ms))
+            keys = (self.keys.lock, self.keys.fence, self.keys.done)
+            op = Eval(_ACQUIRE, keys, (token, self.lease_ms, self.hold_id, DONE_MS))
             reply, ack = unwrap((yield self._write(op)))
             status = as_str(reply[0])
             if status == "busy":
@@ -164,7 +176,8 @@ class CompatCore(LockCore):
 
     def _release_op(self, token: str) -> Eval:
         keys = self.keys
-        args = (_wire(token), DONE_MS, _EXACT)
+        wire = _wire(token)
+        args = (wire, DONE_MS, _EXACT, wire + b"|rel|" + self.hold_id.encode())
         return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake, keys.done), args)
 
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:

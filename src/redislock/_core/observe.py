@@ -6,40 +6,50 @@ check when OpenTelemetry is not installed."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from redislock import metrics
 from redislock._core.lock import Holding, LockCore
 
-__all__ = ["acquire_ended", "acquire_failed", "acquire_started", "release_ended"]
+__all__ = ["Started", "acquire_ended", "acquire_failed", "acquire_started", "release_ended"]
 
 
-def acquire_started(core: LockCore, single: bool) -> float:
-    """An acquire call begins (``single``: one try, no wait, or one poll of redis-py's
-    loop, which the drop-ins' ``do_acquire`` is); returns its start time."""
+@dataclass(slots=True)
+class Started:
+    """One acquire call in progress: when it began, its attributes (None: no metrics), and
+    whether it is a single try (no wait, or one poll of redis-py's loop)."""
+
+    at: float
+    attrs: dict[str, str] | None
+    single: bool
+
+
+def acquire_started(core: LockCore, single: bool) -> Started:
+    """An acquire call of ``core`` begins (``single``: one try, no wait, or one poll of
+    redis-py's loop, which the drop-ins' ``do_acquire`` is)."""
+    attrs = metrics.attributes(core.label, core.name)
     if not single:
-        metrics.waiting(core.label, core.name, 1)
-    return time.monotonic()
+        metrics.waiting(attrs, 1)
+    return Started(time.monotonic(), attrs, single)
 
 
-def acquire_ended(
-    core: LockCore, start: float, single: bool, ok: bool, *, polled: bool = False
-) -> None:
-    """The acquire call that began at ``start`` returned ``ok`` (``polled``: one poll of
-    redis-py's loop: only an acquisition counts, not each busy poll)."""
-    if not single:
-        metrics.waiting(core.label, core.name, -1)
+def acquire_ended(started: Started, ok: bool, *, polled: bool = False) -> None:
+    """The acquire call returned ``ok`` (``polled``: one poll of redis-py's loop: only an
+    acquisition counts, not each busy poll)."""
+    if not started.single:
+        metrics.waiting(started.attrs, -1)
     if polled and not ok:
         return
-    outcome = "acquired" if ok else "busy" if single else "timeout"
-    metrics.acquire(core.label, core.name, time.monotonic() - start, outcome)
+    outcome = "acquired" if ok else "busy" if started.single else "timeout"
+    metrics.acquire(started.attrs, time.monotonic() - started.at, outcome)
 
 
-def acquire_failed(core: LockCore, start: float, single: bool, error: bool) -> None:
-    """The acquire call that began at ``start`` raised (``error``: not a cancellation)."""
-    if not single:
-        metrics.waiting(core.label, core.name, -1)
+def acquire_failed(started: Started, error: bool) -> None:
+    """The acquire call raised (``error``: an exception, not a cancellation or exit)."""
+    if not started.single:
+        metrics.waiting(started.attrs, -1)
     if error:
-        metrics.acquire(core.label, core.name, time.monotonic() - start, "error")
+        metrics.acquire(started.attrs, time.monotonic() - started.at, "error")
 
 
 def release_ended(core: LockCore, h: Holding, was_lost: bool, lost: bool) -> None:

@@ -42,7 +42,7 @@ async def acquire(
     try:
         ok = await run(unit._client, flow)
     except asyncio.CancelledError:
-        observe.acquire_failed(core, start, single, error=False)
+        observe.acquire_failed(start, error=False)
         token = core.pending_token
         flow.close()
         if token is not None:
@@ -51,10 +51,10 @@ async def acquire(
             with contextlib.suppress(BaseException):
                 await asyncio.shield(cleanup)
         raise
-    except Exception:
-        observe.acquire_failed(core, start, single, error=True)
+    except BaseException as exc:  # an error; or the coroutine closed, an interrupt
+        observe.acquire_failed(start, error=isinstance(exc, Exception))
         raise
-    observe.acquire_ended(core, start, single, ok, polled=polled)
+    observe.acquire_ended(start, ok, polled=polled)
     h = core.holding
     if ok and h is not None and core.watchdog:
         renewer().schedule(unit, h, h.acquired_at + core.renew_interval)

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from redis.exceptions import LockNotOwnedError
+from redis.exceptions import LockError, LockNotOwnedError
 
 from redislock._core import validate
-from redislock._core.compat import CompatCore, check_name, lease_lost
+from redislock._core.compat import CompatArgumentError, CompatCore, check_name, lease_lost
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.options import DEFAULT_WATCHDOG_LEASE, LockOptions
 from redislock._handle import _SENTINEL_POOLS, Unit
@@ -180,11 +180,17 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
         """Owner-checked extend (redis-py's ``extend()`` checked the token and timeout).
 
         Raises:
-            LockConfigError: ``additional_time`` is not a positive number of seconds.
+            CompatArgumentError: ``additional_time`` is not a positive number of seconds (a
+                ``LockError`` and a ``LockConfigError``), before any I/O.
+            redis.exceptions.LockError: the lock has no timeout (a watchdog lease).
             LeaseLostError: the lease was gone; it is never re-created.
             redis.exceptions.RedisError: Redis failed.
         """
-        seconds = validate.check_duration("additional_time", additional_time)
+        try:
+            seconds = validate.check_duration("additional_time", additional_time)
+        except LockConfigError as exc:
+            raise CompatArgumentError(str(exc)) from None
+        self._timed("extend")
         await self._extend(seconds, "set" if replace_ttl else "add", "extend")
         return True
 
@@ -192,11 +198,19 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
         """Set the TTL back to ``timeout`` (redis-py's ``reacquire()`` checked the rest).
 
         Raises:
+            redis.exceptions.LockError: the lock has no timeout (a watchdog lease).
             LeaseLostError: the lease was gone; it is never re-created.
             redis.exceptions.RedisError: Redis failed.
         """
+        self._timed("reacquire")
         await self._extend(float(self.timeout or 0), "set", "reacquire")
         return True
+
+    def _timed(self, verb: str) -> None:
+        """redis-py checks ``timeout is None``; a ``timeout=0`` lock has a watchdog lease
+        too (redis-py: no TTL), which extend and reacquire must not cut short."""
+        if not self.timeout:
+            raise LockError(f"Cannot {verb} a lock with no timeout", lock_name=self._name)
 
     async def _extend(self, seconds: float, mode: str, verb: str) -> None:
         message = f"Cannot {verb} a lock that's no longer owned"

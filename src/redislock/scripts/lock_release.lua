@@ -11,6 +11,9 @@
 -- ARGV[3] ownership     optional: "exact" for a lock in redis-py's format (compat_acquire.lua),
 --                       held by the token iff the value IS the token; otherwise (redislock's
 --                       "<token>|<fence>|<meta>") iff the value starts with "<token>|"
+-- ARGV[4] memo          optional, with ARGV[3]: what the done key remembers of this release
+--                       instead of the token (a caller's token may be reused by a later hold;
+--                       the drop-in passes "<token>|rel|<acquire's op_id>", one per hold)
 -- returns "ok"          released; also a repeat of this token's release within done_ms (a
 --                       client retrying after the reply was lost: the first one worked)
 --         "gone"        no lock key (expired or deleted)
@@ -35,7 +38,7 @@ if not mine then
   if KEYS[4] then
     local done = redis.pcall('GET', KEYS[4])
     if bad(done) then return failed('GET', done) end
-    if done == ARGV[1] then
+    if done == (ARGV[4] or ARGV[1]) then
       return 'ok'
     end
   end
@@ -48,7 +51,7 @@ if r == 1 then
   if bad(r) then return failed('PUBLISH', r) end
 end
 if KEYS[4] then
-  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
+  r = redis.pcall('SET', KEYS[4], ARGV[4] or ARGV[1], 'PX', ARGV[2])
   if bad(r) then return failed('SET', r) end
 end
 r = redis.pcall('DEL', KEYS[1])

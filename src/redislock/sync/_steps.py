@@ -37,9 +37,9 @@ def acquire(
     try:
         ok = run(unit._client, flow)
     except BaseException as exc:
-        observe.acquire_failed(core, start, single, error=isinstance(exc, Exception))
+        observe.acquire_failed(start, error=isinstance(exc, Exception))
         raise
-    observe.acquire_ended(core, start, single, ok, polled=polled)
+    observe.acquire_ended(start, ok, polled=polled)
     h = core.holding
     if ok and h is not None and core.watchdog:
         renewer().schedule(unit, h, h.acquired_at + core.renew_interval)

@@ -9,7 +9,10 @@ local function refused(cmd)
 end
 local function failed(cmd, r)
   local e = r.err
-  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM' then
+  -- Redis: "... The user executing the script can't run this command ..."; Valkey: "ERR ACL
+  -- failure in script: User u has no permissions to run the 'set' command"
+  if string.find(e, 'user executing the script', 1, true) or string.sub(e, 1, 6) == 'NOPERM'
+    or string.find(e, 'ACL failure in script', 1, true) then
     return refused(cmd)
   end
   return r

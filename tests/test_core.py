@@ -30,6 +30,7 @@ from redislock import (
 )
 from redislock._core import codec, validate
 from redislock._core import keys as keymod
+from redislock._core import lock as lockmod
 from redislock._core.keys import DEFAULT_PREFIX, FairKeys, HoldKeys, LockKeys
 from redislock._core.lock import (
     DEFAULT_WATCHDOG_LEASE,
@@ -216,13 +217,13 @@ def test_new_token_is_128_random_bits_in_hex() -> None:
 
 def test_queue_token_carries_the_process_tag_and_a_fresh_secret() -> None:
     tag = process_tag()
-    assert len(tag) == 8
+    assert len(tag) == 4
     assert set(tag) <= set(string.hexdigits.lower())
     tokens = {queue_token() for _ in range(100)}
     assert len(tokens) == 100
     for token in tokens:
         head, dot, secret = token.partition(".")
-        assert (head, dot, len(secret)) == (tag, ".", 32)
+        assert (head, dot, len(secret)) == (tag, ".", 28)  # 112 random bits
         assert validate.check_token(token) == token  # adopt() takes it
         assert FairKeys.for_name("n").grant_for(token) == f"redislock:{{n}}:grant:{tag}"
     assert FairKeys.for_name("n").grant_for(new_token()) == "redislock:{n}:grant"
@@ -230,29 +231,41 @@ def test_queue_token_carries_the_process_tag_and_a_fresh_secret() -> None:
 
 
 def test_a_forked_child_gets_a_process_tag_of_its_own() -> None:
+    """The tag is drawn again in a forked child (for the child's pid), not inherited; two
+    draws may still match (1 in 65,536), which only shares a channel."""
     parent = process_tag()
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: report its tag and leave at once
+    if pid == 0:  # the child: report the pid its tag was drawn for, and the tag
         try:
-            os.write(write, process_tag().encode())
+            tag = process_tag()
+            os.write(write, f"{lockmod._process_tag[0]} {os.getpid()} {tag}".encode())
         finally:
             os._exit(0)
     os.close(write)
     try:
-        child = os.read(read, 64).decode()
+        reported = os.read(read, 64).decode().split()
     finally:
         os.close(read)
         os.waitpid(pid, 0)
-    assert len(child) == 8
-    assert child != parent
-    assert process_tag() == parent
+    drawn_for, child_pid, child = reported
+    assert drawn_for == child_pid == str(pid)
+    assert len(child) == 4
+    assert set(child) <= set(string.hexdigits.lower())
+    assert lockmod._process_tag == (os.getpid(), parent)  # the parent's is untouched
 
 
 @pytest.mark.parametrize(
-    "token", ["0badcaf." + "a" * 32, "0BADCAFE." + "a" * 32,
-              "0badcafe." + "a" * 31, "0badcafe.." + "a" * 32, "." + "a" * 32],
-)  # fmt: skip
+    "token",
+    [
+        "0BAD." + "a" * 32,
+        "0BADCAFE." + "a" * 32,
+        "0bad." + "a" * 27,
+        "0bad.." + "a" * 32,
+        "." + "a" * 32,
+        "0123456789abcdef0." + "a" * 32,
+    ],
+)
 def test_check_token_rejects_a_malformed_process_tag(token: str) -> None:
     with pytest.raises(LockConfigError, match="token"):
         validate.check_token(token)

@@ -388,8 +388,8 @@ def test_holder_metadata_is_stored(flavor: Flavor) -> None:
     assert isinstance(value, str)
     token, fence, _host, pid, acquired_ms = value.split("|")
     assert token == lock.token
-    tag, dot, secret = token.partition(".")  # "<process tag>.<128 random bits in hex>"
-    assert (tag, dot, len(secret)) == (process_tag(), ".", 32)
+    tag, dot, secret = token.partition(".")  # "<process tag>.<112 random bits in hex>"
+    assert (tag, dot, len(secret)) == (process_tag(), ".", 28)
     assert fence == str(lock.fencing_token)  # the holder's token is stored with its hold
     assert flavor.admin.get(LockKeys.for_name("meta").fence) == str(lock.fencing_token)
     assert int(pid) == os.getpid()

@@ -323,9 +323,9 @@ CASES = [
             ("SET", F.fence, 3),
         ],
         after=[
-            *granted(TAGGED, 4, 8000),  # on "<grant>:0badcafe", nothing on "<grant>"
+            *granted(TAGGED, 4, 8000),  # on "<grant>:0bad", nothing on "<grant>"
             (("PUBLISHED", F.grant), []),
-            (("PUBLISHED", F.grant + ":00c0ffee"), []),
+            (("PUBLISHED", F.grant + ":c0fe"), []),
             (("LRANGE", F.queue, 0, -1), [TAGGED2]),
         ],
     ),

@@ -144,19 +144,19 @@ def _check_prefix_text(value: str) -> str:
     return value
 
 
-_TOKEN = re.compile(r"(?:[0-9a-f]{8}\.)?[0-9a-f]{32,256}")
+_TOKEN = re.compile(r"[0-9a-f]{32,256}|[0-9a-f]{1,16}\.[0-9a-f]{28,256}")
 
 
 def check_token(value: Any) -> str:
     """An owner token handed to :meth:`Lock.adopt`: 32 to 256 characters of ``[0-9a-f]``,
-    optionally after a process tag of 8 (``<8 hex>.<32 hex>``: a Lock's or FairLock's, see
-    ``redislock._core.lock.queue_token``)."""
+    or a process tag, a dot and 28 to 256 of them (``<4 hex>.<28 hex>``: a Lock's or
+    FairLock's, see ``redislock._core.lock.queue_token``)."""
     if not isinstance(value, str):
         raise LockConfigError(f"token must be a str, got {type(value).__name__}")
     if not _TOKEN.fullmatch(value):
         raise LockConfigError(
             "token must be 32 to 256 lowercase hex characters, optionally after"
-            " '<8 hex characters>.' (as detach() returns it)"
+            " '<hex process tag>.' (as detach() returns it)"
         )
     return value
 

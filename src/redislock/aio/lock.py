@@ -160,7 +160,7 @@ class AsyncLock(AsyncLease):
 
         Raises:
             LockConfigError: ``token`` is not a token of :meth:`detach` (32-256 lowercase
-                hex characters, optionally after ``<8 hex>.``).
+                hex characters, optionally after ``<hex tag>.``).
             LockUsageError: this object already holds the lock.
             NotOwnedError: no current hold has that token.
             redis.exceptions.RedisError: Redis failed.

@@ -159,7 +159,7 @@ class _Reentrant(Lease):
 
         Raises:
             LockConfigError: ``token`` is not a token of :meth:`detach` (32-256 lowercase
-                hex characters, optionally after ``<8 hex>.``).
+                hex characters, optionally after ``<hex tag>.``).
             LockUsageError: the calling thread already holds this lock.
             NotOwnedError: no current hold of this kind has that token.
             redis.exceptions.RedisError: Redis failed.

@@ -47,7 +47,6 @@ NAME_ATTRIBUTE: Final = "redislock.name"
 KIND_ATTRIBUTE: Final = "redislock.kind"
 
 _lock = threading.Lock()
-_meter: Any = None
 _instruments: dict[str, Any] = {}
 _name_of: Callable[[str], str | None] | None = None
 _checked = False
@@ -86,7 +85,7 @@ def _setup() -> None:
 
 def _start() -> None:
     """Create the instruments once (under a lock: the first records may race)."""
-    global _checked, _enabled, _meter
+    global _checked, _enabled
     with _lock:
         if _checked:
             return
@@ -95,33 +94,26 @@ def _start() -> None:
 
             from redislock._version import __version__
 
-            _meter = get_meter("redislock", __version__)
-            _instruments.update(
-                acquire=_meter.create_histogram(
-                    "redislock.acquire.duration", unit="s", description="acquire() calls"
-                ),
-                acquires=_meter.create_counter(
-                    "redislock.acquires", unit="1", description="acquire() calls by outcome"
-                ),
-                hold=_meter.create_histogram(
-                    "redislock.hold.duration", unit="s", description="from acquired to released"
-                ),
-                lost=_meter.create_counter(
-                    "redislock.lost", unit="1", description="leases lost while held"
-                ),
-                renewals=_meter.create_counter(
-                    "redislock.renewals", unit="1", description="watchdog renewals by outcome"
-                ),
-                waiters=_meter.create_up_down_counter(
-                    "redislock.waiters", unit="1", description="calls waiting for a lock"
-                ),
-            )
+            meter = get_meter("redislock", __version__)
+            for key, make, name, unit, description in _INSTRUMENTS:
+                _instruments[key] = getattr(meter, make)(name, unit=unit, description=description)
             _enabled = True
         _checked = True
 
 
+_INSTRUMENTS: Final = (
+    ("acquire", "create_histogram", "redislock.acquire.duration", "s", "acquire() calls"),
+    ("acquires", "create_counter", "redislock.acquires", "1", "acquire() calls by outcome"),
+    ("hold", "create_histogram", "redislock.hold.duration", "s", "from acquired to released"),
+    ("lost", "create_counter", "redislock.lost", "1", "leases lost while held"),
+    ("renewals", "create_counter", "redislock.renewals", "1", "watchdog renewals by outcome"),
+    ("waiters", "create_up_down_counter", "redislock.waiters", "1", "calls waiting for a lock"),
+)
+"""Each instrument: its key here, the Meter method that makes it, name, unit, description."""
+
+
 def _attributes(kind: str, name: str, **more: str) -> dict[str, str]:
-    attrs = {KIND_ATTRIBUTE: kind.removeprefix("Async"), **more}
+    attrs = {KIND_ATTRIBUTE: kind, **more}  # kind: a core's label, already without "Async"
     if _name_of is not None:
         value = _name_of(name)
         if value is not None:

@@ -20,7 +20,6 @@ No I/O here; :mod:`redislock.aio.compat` (and the sync module generated from it)
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Final, Self
 
@@ -162,14 +161,7 @@ class CompatCore(LockCore):
             if status != "ok":
                 raise UnexpectedReplyError(f"compat_acquire replied {reply!r}")
             run_id = yield from self._granted(text, ack)
-            self.holding = Holding(
-                token=text,
-                fence=as_int(reply[1]),
-                pid=os.getpid(),
-                acquired_at=sent,
-                expires_at=sent + self.lease_ms / 1000.0,
-                run_id=run_id,
-            )
+            self._hold(text, as_int(reply[1]), sent, self.lease_ms, run_id)
             return self._won(sent)
         finally:
             self.pending_token = None

@@ -264,17 +264,6 @@ class FairCore(LockCore):
         self.last_lost = False
         return True
 
-    def _hold(self, token: str, fence: int, sent: float, lease_ms: int, run_id: str) -> None:
-        """Make the lock ``token`` took with an acknowledged write this object's hold."""
-        self.holding = Holding(
-            token=token,
-            fence=fence,
-            pid=os.getpid(),
-            acquired_at=sent,
-            expires_at=sent + lease_ms / 1000.0,
-            run_id=run_id,
-        )
-
     def _ending(self, op: str, token: str) -> Eval:
         """fair.lua's ``op`` (release or force) with Lock's done key (a release sent again
         after a lost reply answers "ok" even though the lock was handed on meanwhile) and

@@ -470,6 +470,18 @@ class LockCore:
         self.counters.total_wait += time.monotonic() - start
         return True
 
+    def _hold(self, token: str, fence: int, sent: float, lease_ms: int, run_id: str) -> None:
+        """Make the lock ``token`` took with an acknowledged write this object's hold
+        (``sent``: when the write was sent, monotonic seconds; ``lease_ms``: its TTL)."""
+        self.holding = Holding(
+            token=token,
+            fence=fence,
+            pid=os.getpid(),
+            acquired_at=sent,
+            expires_at=sent + lease_ms / 1000.0,
+            run_id=run_id,
+        )
+
     def _gave_up(self, start: float, now: float) -> bool:
         """Count the acquire that began at ``start`` as given up at ``now``."""
         self.counters.failed_acquisitions += 1

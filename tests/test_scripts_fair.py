@@ -485,6 +485,83 @@ CASES = [
         setup=[*waiter(OTHER)],
         after=[*granted(OTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
     ),
+    # ------------------------------------------- fair: after a native release (DELIFEQ)
+    Case(
+        "fair-release-repeat-is-ok-by-the-done-key",  # a retried release: the first worked
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS),
+        "ok",
+        setup=[("SET", K.done, TOKEN, "PX", 60000), fheld(OTHER)],
+        after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
+    ),
+    Case(
+        "fair-release-fresh-does-not-trust-the-done-key",  # the native try just wrote it
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS, "fresh"),
+        "gone",
+        setup=[("SET", K.done, TOKEN, "PX", 60000), *waiter(OTHER)],
+        after=[*granted(OTHER, 1, 8000)],
+    ),
+    Case(
+        "fair-release-fresh-taken",
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS, "fresh"),
+        "taken",
+        setup=[("SET", K.done, TOKEN, "PX", 60000), fheld(OTHER)],
+        after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
+    ),
+    Case(
+        "fair-release-fresh-still-releases-its-own-hold",
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS, "fresh"),
+        "ok",
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3)],
+        after=[*granted(OTHER, 4, 8000), (("GET", K.done), TOKEN)],
+    ),
+    Case(
+        "fair-kick-grants-the-free-lock-to-the-head",
+        "fair",
+        FULL,
+        fair_args("kick", ""),
+        1,
+        setup=[*waiter(OTHER), *waiter(THIRD, lease_ms=6000), ("SET", F.fence, 3)],
+        after=[*granted(OTHER, 4, 8000), (("LRANGE", F.queue, 0, -1), [THIRD])],
+    ),
+    Case(
+        "fair-kick-wakes-a-waiting-multilock",
+        "fair",
+        FULL,
+        fair_args("kick", ""),
+        0,
+        setup=[marker(K.wait)],
+        after=[*woken(K.wake), *absent(F.lock)],
+    ),
+    Case(
+        "fair-kick-leaves-a-held-lock-alone",  # someone took it between DELIFEQ and kick
+        "fair",
+        FULL,
+        fair_args("kick", ""),
+        0,
+        setup=[fheld(THIRD), *waiter(OTHER), ("SET", F.fence, 3)],
+        after=[
+            (("GET", F.lock), f"{THIRD}|1|{META}"),
+            (("LRANGE", F.queue, 0, -1), [OTHER]),
+            (("GET", F.fence), "3"),
+        ],
+    ),
+    Case(
+        "fair-kick-skips-a-dead-head",
+        "fair",
+        FULL,
+        fair_args("kick", ""),
+        1,
+        setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, lease_ms=6000)],
+        after=[*granted(THIRD, 1, 6000), *not_queued(OTHER)],
+    ),
     # ---------------------------------------------------------------- fair: cancel, force
     Case(
         "fair-cancel-leaves-the-queue",

@@ -32,7 +32,8 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_END_OPS: Final = {"release": b"release", "force": b"force"}
+_END_OPS: Final = {"release": b"release", "force": b"force", "kick": b"kick"}
+_FRESH: Final = b"fresh"
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
@@ -175,9 +176,12 @@ class FairCore(LockCore):
                         self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), run_id)
                         return self._won(start)
                     if not self.track_master:  # nothing to confirm (see _held)
-                        self._hold(token, as_int(reply[1]), sent, as_int(reply[2]), "")
+                        fence = as_int(reply[1])
+                        self._hold(token, fence, sent, as_int(reply[2]), "")
+                        self.holding.value = f"{token}|{fence}|{meta}"  # type: ignore[union-attr]
                         return self._won(start)
-                    if (yield from self._held(token, as_int(reply[1]), sent, as_int(reply[2]))):
+                    fence, ms = as_int(reply[1]), as_int(reply[2])
+                    if (yield from self._held(token, fence, sent, ms, meta)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
                 first = False
@@ -197,7 +201,7 @@ class FairCore(LockCore):
                         reply = yield self._cancel_op(token)
                         if as_str(reply[0]) == "ok":  # granted just before we gave up
                             fence, ms = as_int(reply[1]), as_int(reply[2])
-                            if (yield from self._held(token, fence, now, ms)):
+                            if (yield from self._held(token, fence, now, ms, meta)):
                                 return self._won(start)
                     return self._gave_up(start, now)
                 tag = tag or self.fkeys.tag(token)
@@ -227,14 +231,15 @@ class FairCore(LockCore):
                     # granted (its last try or the keep's last look, each as SENT): the
                     # grant ran after that (its fence is above the counter the try saw),
                     # whereas it may have run before this Wait began.
-                    if (yield from self._held(token, fence, keep.checked, self.lease_ms)):
+                    if (yield from self._held(token, fence, keep.checked, self.lease_ms, meta)):
                         return self._won(start)
                     continue  # gone before it was confirmed: queue again
         finally:
             self.pending_token = None
 
-    def _held(self, token: str, fence: int, sent: float, lease_ms: int) -> Flow[bool]:
+    def _held(self, token: str, fence: int, sent: float, lease_ms: int, meta: str) -> Flow[bool]:
         """Make the lock granted to ``token`` this object's hold; False if it is gone.
+        (``meta``: what the acquire sent as holder metadata, so the key's value is known.)
 
         With ``replicas=k`` (or a tracked master), first an owner-checked extend with WAIT
         on our own connection: the grant may have been written by another client (the
@@ -248,6 +253,7 @@ class FairCore(LockCore):
             pid=os.getpid(),
             acquired_at=sent,
             expires_at=sent + lease_ms / 1000.0,
+            value=f"{token}|{fence}|{meta}",
         )
         if self.track_master:
             op = self._extend_op(token, self.lease_ms, "max")
@@ -274,6 +280,23 @@ class FairCore(LockCore):
 
     def _release_op(self, token: str) -> Eval:
         return self._ending("release", token)
+
+    def _release_calls(self) -> tuple[tuple[tuple[str | int | bytes, ...], dict[str, bool]], ...]:
+        """A native release also asks whether anyone waits: the queue, or MultiLock's marker."""
+        return ((("EXISTS", self.fkeys.queue, self.keys.wait), {}),)
+
+    def _after_native_release(self, replies: list[object]) -> Flow[None]:
+        """Someone waited (the queue or MultiLock's marker exists): fair.lua's ``kick``
+        grants the free lock to the next live waiter and wakes a waiting MultiLock, as the
+        script's release would have. If it fails, the release still happened: the queued
+        waiters' own renewals find the free lock (within a third of the waiter lease)."""
+        if replies and replies[0] != 0:
+            with contextlib.suppress(Exception):
+                yield self._ending("kick", "")
+
+    def _release_fallback(self, token: str, *, fresh: bool) -> Eval:
+        op = self._ending("release", token)
+        return op._replace(args=(*op.args, _FRESH)) if fresh else op
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which

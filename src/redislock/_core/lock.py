@@ -26,12 +26,15 @@ from redis.exceptions import ResponseError
 from redislock import metrics
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
+from redislock._core.features import Features
 from redislock._core.keys import LockKeys
 from redislock._core.ops import (
     Acked,
     Call,
+    Commands,
     Eval,
     Flow,
+    Probe,
     Replicated,
     as_int,
     as_str,
@@ -162,6 +165,10 @@ class Holding:
     renewer_ref: Any = field(default=None, repr=False)
     """A weak reference to the lock object the watchdog renews this hold for (set by the
     schedule once per hold, so a renewal allocates no object that outlives it)."""
+    value: str = field(default="", repr=False)
+    """The lock key's exact value while this hold has it, when known ("" when not: an
+    adopted hold, a kind whose key is no string): the native release and extend compare it
+    (:mod:`redislock._core.features`)."""
     renew_entry: str = field(default="", repr=False)
     """This hold's ``"<token> <ms>"`` pair in a ``lock_renew.lua`` call when its renewal TTL
     is the plain lease (no ``max_lease``): built once ("" until then)."""
@@ -441,7 +448,14 @@ class LockCore:
         still has the key, which ends with its lease; that delays the next holder but never
         grants the lock twice, and no acknowledgement count could undo a release anyway.
         """
-        reply, ack = unwrap((yield self._tracked(self._release_op(h.token))))
+        reply: object = None
+        ack: Acked | None = None
+        if h.value and not self.track_master:
+            feats: Features = yield Probe()
+            if feats.delete:
+                reply = yield from self._native_release(h, feats)
+        if reply is None:
+            reply, ack = unwrap((yield self._tracked(self._release_op(h.token))))
         status = as_str(reply)
         if self.holding is h:
             self.holding = None
@@ -449,6 +463,54 @@ class LockCore:
             raise UnexpectedReplyError(f"lock_release replied {reply!r}")
         self._check_master(h, status, ack)
         self._released(h, status, retry=retry)
+
+    def _native_release(self, h: Holding, feats: Features) -> Flow[object]:
+        """Release ``h`` with native commands (one pipelined round trip: the done key's
+        memo, the server's compare-and-delete of :attr:`Holding.value`, and a look for
+        anyone waiting); the reply the release script would have given, or None to send
+        the script (the server refused a native command). Kinds with waiters to hand the
+        lock to override :meth:`_release_calls` and :meth:`_after_native_release`.
+
+        ``SET done token PX ms GET`` writes the memo a retried release looks for and tells
+        whether this is the first time this release ran: its old value is this token only
+        if an earlier send of the same release ran (redis-py retries a command whose reply
+        was lost). Then the earlier compare-and-delete either deleted the key or found it
+        gone, and the script with the memo answers "ok", as the script path answers a
+        repeat of a release that worked. (The one case answered wrongly: the earlier send
+        found the lease already ended AND its reply was lost. It says "ok" where the script
+        path says "gone".) The first time, a key not deleted is looked at by the script,
+        told not to trust the memo just written ("fresh"): "gone", "taken", or released
+        if the value is this token's in another form.
+        """
+        keys = self.keys
+        calls = (
+            (("SET", keys.done, h.token, "PX", DONE_MS, "GET"), {"get": True}),
+            (feats.delete_args(keys.lock, h.value), {}),
+            *self._release_calls(),
+        )
+        replies = yield Commands(calls)
+        old, deleted = replies[0], replies[1]
+        if deleted == 1:
+            yield from self._after_native_release(replies[2:])
+            return "ok"
+        if isinstance(deleted, ResponseError):  # unknown command, or not in the ACL
+            feats.delete = ""
+        repeat = isinstance(old, bytes | str) and as_str(old) == h.token
+        return (yield self._release_fallback(h.token, fresh=not repeat))
+
+    def _release_calls(self) -> tuple[tuple[tuple[str | int | bytes, ...], dict[str, bool]], ...]:
+        """Commands a native release also sends (after the compare-and-delete): none."""
+        return ()
+
+    def _after_native_release(self, replies: list[object]) -> Flow[None]:
+        """After a native release deleted the key (``replies``: those of
+        :meth:`_release_calls`): nothing to do for a kind without waiters."""
+        yield from ()
+
+    def _release_fallback(self, token: str, *, fresh: bool) -> Eval:
+        """The release script after a native release did not delete the key; ``fresh``: the
+        done key's memo was written by that attempt, not by a release that worked."""
+        raise NotImplementedError(f"{type(self).__name__} has no native release")
 
     def _released(self, h: Holding, status: str, *, retry: bool) -> None:
         """The end of a release whose script ran and replied ``status``: raises
@@ -549,6 +611,24 @@ class LockCore:
             h.expires_at = sent + ttl
         return status, ttl
 
+    def _native_extend(
+        self, h: Holding, seconds: float, feats: Features
+    ) -> Flow[tuple[str, float]]:
+        """``SET key value IFEQ value PX ms`` (compare-and-set: the TTL becomes ``seconds``
+        if the key still holds :attr:`Holding.value`); ("ok", seconds), or ("", 0.0) for
+        the script to answer (the key changed, or the server refused the command). A
+        repeat after a lost reply sets the same TTL again: nothing to remember."""
+        sent = time.monotonic()
+        ms = validate.to_ms(seconds)
+        args = ("SET", self.keys.lock, h.value, "IFEQ", h.value, "PX", ms)
+        reply = (yield Commands(((args, {}),)))[0]
+        if reply is True or (isinstance(reply, bytes | str) and as_str(reply) == "OK"):
+            h.expires_at = sent + ms / 1000.0
+            return "ok", ms / 1000.0
+        if isinstance(reply, ResponseError):  # unknown option, or not in the ACL
+            feats.set_ifeq = False
+        return "", 0.0
+
     def extend_flow(self, h: Holding, seconds: float, mode: str) -> Flow[float]:
         """Owner-checked PEXPIRE; returns the new TTL in seconds.
 
@@ -556,7 +636,13 @@ class LockCore:
         (at least seconds; used by the watchdog so it never shortens a user's extension).
         Raises :class:`LockLostError` if the key is gone or taken; it is never re-created.
         """
-        status, ttl = yield from self._extend_step(h, seconds, mode)
+        status, ttl = "", 0.0
+        if mode == "set" and h.value and not self.track_master:
+            feats: Features = yield Probe()
+            if feats.set_ifeq:
+                status, ttl = yield from self._native_extend(h, seconds, feats)
+        if not status:
+            status, ttl = yield from self._extend_step(h, seconds, mode)
         if status == "ok":
             return ttl
         reason = self._why(h, status)

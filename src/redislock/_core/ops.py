@@ -29,12 +29,14 @@ __all__ = [
     "Acked",
     "Batch",
     "Call",
+    "Commands",
     "Eval",
     "FanOut",
     "Flow",
     "Keep",
     "NodeLateError",
     "Op",
+    "Probe",
     "Replicated",
     "Sleep",
     "Wait",
@@ -142,6 +144,22 @@ class FanOut(NamedTuple):
     command runs them after it, even once the round is over."""
 
 
+class Probe(NamedTuple):
+    """What the client's server has natively: the reply is the client's cached
+    :class:`~redislock._core.features.Features` (``INFO server`` is sent once per client,
+    the first time a flow asks; see :mod:`redislock._core.features`)."""
+
+
+class Commands(NamedTuple):
+    """Plain Redis commands sent together in one pipelined round trip (no transaction;
+    every key in one hash slot). The reply is the list of their replies, an error reply in
+    its place as the exception the client made of it (a failed connection raises)."""
+
+    calls: tuple[tuple[tuple[str | int | bytes, ...], dict[str, bool]], ...]
+    """Each command's arguments and its parsing options for the client (``{"get": True}``
+    for ``SET ... GET``, whose reply is then the old value rather than a bool)."""
+
+
 class Sleep(NamedTuple):
     """Pause the flow for ``seconds`` (Redlock's random delay between two tries)."""
 
@@ -179,7 +197,7 @@ class Acked(NamedTuple):
     """The answering server's ``run_id`` (``INFO server``); "" if not asked or not given."""
 
 
-Op: TypeAlias = Eval | Wait | Call | FanOut | Sleep | Replicated
+Op: TypeAlias = Eval | Wait | Call | FanOut | Sleep | Replicated | Probe | Commands
 Flow: TypeAlias = Generator[Op, Any, T]
 
 

@@ -24,7 +24,7 @@
 --                       publish one wake-up to KEYS[9]
 -- KEYS[9] wake channel  with KEYS[8]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
 --                       on it, see lock_release.lua); declared as a key, never written as one
--- ARGV[1] op            acquire | release | cancel | force
+-- ARGV[1] op            acquire | release | cancel | force | kick
 -- ARGV[2] token         owner token
 -- acquire only (each op sends only its own arguments, so the fast paths parse few):
 -- ARGV[3] lease_ms      lease of the lock once held, milliseconds
@@ -34,6 +34,11 @@
 -- release and force only:
 -- ARGV[3] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
+-- ARGV[4] fresh         release, optional: "fresh" after a native release (DELIFEQ) that did
+--                       not delete the key and wrote this token into the done key itself:
+--                       the done key then proves nothing and is not looked at
+-- kick: KEYS as release, ARGV op, "" (after a native release deleted the key and found the
+--       queue or MultiLock's marker: grant the free lock to the next waiter, wake MultiLock)
 -- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
 -- channel, not a key); a grant PUBLISHes "<tag>|<fence>", where tag = sha1(token)[1..20] of
 -- the waiter granted, to that waiter's process's channel "<grant channel>:<process tag>"
@@ -54,6 +59,7 @@
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
+--   kick     1 if the free lock was granted to a waiter, else 0 (held, or nobody queued)
 --   any op   error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing was
 --            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
 -- A failed SET NX of the lock key is always followed by a GET of it (the audit relies on it).
@@ -280,7 +286,7 @@ end
 
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
-  if not mine(v) and KEYS[7] and redis.call('GET', KEYS[7]) == token then
+  if not mine(v) and KEYS[7] and ARGV[4] ~= 'fresh' and redis.call('GET', KEYS[7]) == token then
     return 'ok'  -- released already (and maybe granted on): the same release sent again
   end
   if not v then  -- expired: the next waiter need not wait for its own retry
@@ -323,6 +329,15 @@ if op == 'force' then
   r = grant_next()
   if r ~= true and r ~= false then return r end
   return n
+end
+
+if op == 'kick' then
+  local r = wake_marked()
+  if r then return r end
+  if redis.call('GET', KEYS[1]) then return 0 end
+  r = grant_next()
+  if r ~= true and r ~= false then return r end
+  return r and 1 or 0
 end
 
 return redis.error_reply('redislock - unknown fair op ' .. tostring(op))

@@ -7,17 +7,21 @@ driver its client is (:mod:`redislock.sync._fanout`)."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from redislock._core.features import Features, parse_info
 from redislock._core.ops import (
     Acked,
     Batch,
+    Commands,
     Eval,
     FanOut,
     Flow,
     Op,
+    Probe,
     Replicated,
     Sleep,
     Wait,
@@ -29,9 +33,29 @@ from redislock._core.ops import (
 from redislock._core.wake import ticket
 from redislock.sync import _flavour, _hub
 
-__all__ = ["execute", "run", "run_batch", "run_many"]
+__all__ = ["execute", "features", "run", "run_batch", "run_many"]
 
 T = TypeVar("T")
+
+_FEATURES: weakref.WeakKeyDictionary[Any, Features] = weakref.WeakKeyDictionary()
+"""Each client's :class:`Features`, found by its first :class:`Probe`."""
+
+
+def features(client: Any) -> Features:
+    """What ``client``'s server has natively (``INFO server``, sent once per client; an
+    error reply, e.g. an ACL without INFO, means none). See :mod:`redislock._core.features`.
+
+    Raises:
+        redis.exceptions.RedisError: the connection failed (nothing is cached then).
+    """
+    feats = _FEATURES.get(client)
+    if feats is None:
+        try:
+            info = client.execute_command("INFO", "server")
+        except ResponseError:
+            info = None
+        feats = _FEATURES.setdefault(client, parse_info(info))
+    return feats
 
 
 def execute(client: Any, op: Op) -> Any:
@@ -41,7 +65,7 @@ def execute(client: Any, op: Op) -> Any:
     Commands wait for the client's gate (:func:`redislock.sync._hub.gate`): redislock never
     has more in flight than the client's pool can serve, so a burst of waiters cannot make
     the pool refuse the holder's release."""
-    if isinstance(op, Wait | Sleep | FanOut):  # no pooled connection
+    if isinstance(op, Wait | Sleep | FanOut | Probe):  # no gate (Probe: cached after one)
         return _perform(client, op)
     gate = _hub.gate(client)
     try:
@@ -57,6 +81,8 @@ def execute(client: Any, op: Op) -> Any:
 
 
 def _perform(client: Any, op: Op) -> Any:
+    if isinstance(op, Probe):
+        return features(client)
     if isinstance(op, Eval):
         n = len(op.keys)
         try:
@@ -74,6 +100,11 @@ def _perform(client: Any, op: Op) -> Any:
             raise typed from exc
     if isinstance(op, Replicated):
         return _replicated(client, op)
+    if isinstance(op, Commands):
+        pipe = client.pipeline(transaction=False)
+        for args, options in op.calls:
+            pipe.execute_command(*args, **options)
+        return pipe.execute(raise_on_error=False)
     if isinstance(op, Wait):  # outside a flow: nothing was sent before it
         return _hub.wait(client, op, ticket())
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out

@@ -14,11 +14,16 @@ pairs with a distinct key per pair, after a warm-up:
   5. raw pair, asyncio (redis.asyncio.Redis)
   6. redis.asyncio Lock
   7. redislock AsyncLock(ar, k, ttl=10.0)
+  8. redislock Lock and 9. AsyncLock with scripts only (REDISLOCK_NATIVE=0 when their client
+     first asked the server): only where the server has native commands (Valkey 9: DELIFEQ),
+     which rows 4 and 7 then use for the release, so the two show what they save
 
 Rows are interleaved: every row runs once per round (warm-up, then --n timed pairs), for
 --repeat rounds, and each row's samples are pooled, so machine noise hits all rows alike.
 Round trips per pair come from the server's INFO stats total_reads_processed delta (client
 read events; unlike commandstats it does not count commands a Lua script runs inside).
+Server CPU per pair is the delta of INFO cpu's used_cpu_user + used_cpu_sys over the timed
+pairs (the server's whole process: includes reading and writing the replies).
 
 Prints a markdown table and the spec's goals as PASS/FAIL lines. Exits 0 whatever the
 goals say unless --check is given (then 1 if a goal fails).
@@ -198,6 +203,7 @@ class Row:
     samples: list[int] = field(default_factory=list)
     elapsed_ns: int = 0
     reads: int = 0
+    server_cpu_s: float = 0.0
     round_p50_ns: list[float] = field(default_factory=list)
 
 
@@ -348,6 +354,27 @@ def pct(sorted_vals: Sequence[float], q: float) -> float:
     return float(sorted_vals[min(idx, len(sorted_vals) - 1)])
 
 
+def server_cpu(admin: redis.Redis) -> float:
+    """The server process's CPU seconds so far (user + system)."""
+    info = admin.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def scripts_only(pair: Callable[[str], Any], runner: asyncio.Runner | None = None) -> None:
+    """Run one ``pair`` with REDISLOCK_NATIVE=0, so its client (which asks the server what
+    it has once, on first use) keeps using the scripts where the server has native
+    commands."""
+    os.environ["REDISLOCK_NATIVE"] = "0"
+    try:
+        key = f"bench:scripts-only:{secrets.token_hex(4)}"
+        if runner is None:
+            pair(key)
+        else:
+            runner.run(pair(key))
+    finally:
+        del os.environ["REDISLOCK_NATIVE"]
+
+
 def reads_now(admin: redis.Redis) -> int:
     """The server's total_reads_processed, including the read of this INFO call."""
     value: int = admin.info("stats")["total_reads_processed"]
@@ -371,6 +398,7 @@ def run_segment(
     elif row.async_pair is not None:
         runner.run(time_async(row.async_pair, warm_keys))
     gc.collect()
+    cpu_before = server_cpu(admin)
     before = reads_now(admin)
     if row.sync_pair is not None:
         lat, elapsed = time_sync(row.sync_pair, keys)
@@ -379,6 +407,7 @@ def run_segment(
         lat, elapsed = runner.run(time_async(row.async_pair, keys))
     # minus 1: the second INFO's own read
     row.reads += reads_now(admin) - before - 1
+    row.server_cpu_s += server_cpu(admin) - cpu_before
     row.samples.extend(lat)
     row.elapsed_ns += elapsed
     row.round_p50_ns.append(pct(sorted(lat), 50))
@@ -418,6 +447,7 @@ class Summary:
     p50_us: float
     p99_us: float
     rtt_per_op: float
+    cpu_us: float
     ratio_sync_raw: float
     ratio_async_raw: float | None
     ratio_socket: float
@@ -436,7 +466,9 @@ def summarize(rows: list[Row]) -> list[Summary]:
     for r in rows:
         if not r.samples:
             nan = float("nan")
-            out.append(Summary(r.name, r.kind, 0, nan, nan, nan, nan, nan, None, nan, [], r.note))
+            out.append(
+                Summary(r.name, r.kind, 0, nan, nan, nan, nan, nan, nan, None, nan, [], r.note)
+            )
             continue
         s = sorted(r.samples)
         p50 = pct(s, 50)
@@ -449,6 +481,7 @@ def summarize(rows: list[Row]) -> list[Summary]:
                 p50_us=p50 / 1e3,
                 p99_us=pct(s, 99) / 1e3,
                 rtt_per_op=r.reads / len(s),
+                cpu_us=r.server_cpu_s / len(s) * 1e6,
                 ratio_sync_raw=p50 / raw_s_p50,
                 ratio_async_raw=p50 / raw_a_p50 if r.kind == "async" else None,
                 ratio_socket=p50 / sock_p50,
@@ -463,9 +496,9 @@ def summarize(rows: list[Row]) -> list[Summary]:
 
 def table(summaries: list[Summary]) -> str:
     lines = [
-        "| # | row | ops/s | p50 µs | p99 µs | round trips/op "
+        "| # | row | ops/s | p50 µs | p99 µs | round trips/op | server CPU µs/op "
         "| p50 ÷ sync raw p50 | p50 ÷ async raw p50 | (p50 ÷ raw-socket p50) |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     i = 0
     for s in summaries:
@@ -475,12 +508,13 @@ def table(summaries: list[Summary]) -> str:
             i += 1
             num = str(i)
         if s.n == 0:
-            lines.append(f"| {num} | {s.name} | {s.note} | | | | | | |")
+            lines.append(f"| {num} | {s.name} | {s.note} | | | | | | | |")
             continue
         ra = "" if s.ratio_async_raw is None else f"{s.ratio_async_raw:.2f}"
         lines.append(
             f"| {num} | {s.name} | {s.ops_s:,.0f} | {s.p50_us:.1f} | {s.p99_us:.1f} "
-            f"| {s.rtt_per_op:.2f} | {s.ratio_sync_raw:.2f} | {ra} | ({s.ratio_socket:.2f}) |"
+            f"| {s.rtt_per_op:.2f} | {s.cpu_us:.1f} | {s.ratio_sync_raw:.2f} | {ra} "
+            f"| ({s.ratio_socket:.2f}) |"
         )
     return "\n".join(lines)
 
@@ -525,8 +559,16 @@ def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
     r = redis.Redis(host=HOST, port=port)
     admin = redis.Redis(host=HOST, port=port, single_connection_client=True)
     sha: str = r.script_load(RELEASE_LUA)
-    server_version: str = admin.info("server")["redis_version"]
+    info = admin.info("server")
+    if "valkey_version" in info:  # Valkey reports redis_version 7.2.4 for compatibility
+        server_version = f"valkey {info['valkey_version']}"
+    else:
+        server_version = f"redis {info['redis_version']}"
+    native = "valkey_version" in info and tuple(
+        int(x) for x in str(info["valkey_version"]).split(".")[:2]
+    ) >= (9, 0)
 
+    closing: list[Any] = []
     with asyncio.Runner() as runner:
         ar = redis.asyncio.Redis(host=HOST, port=port)
         try:
@@ -546,6 +588,17 @@ def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
                 Row("redis.asyncio Lock", "async", async_pair=redis_asyncio_lock(ar)),
                 Row("redislock AsyncLock", "async", async_pair=redislock_async(ar)),
             ]
+            if native:  # the same rows on clients that keep the scripts
+                r2 = redis.Redis(host=HOST, port=port)
+                ar2 = redis.asyncio.Redis(host=HOST, port=port)
+                closing.extend([r2, ar2])
+                sync_pair, async_pair = redislock_sync(r2), redislock_async(ar2)
+                scripts_only(sync_pair)
+                scripts_only(async_pair, runner)
+                rows.append(Row("redislock Lock, scripts only", "sync", sync_pair=sync_pair))
+                rows.append(
+                    Row("redislock AsyncLock, scripts only", "async", async_pair=async_pair)
+                )
             load_before = loadavg()
             t0 = time.monotonic()
             for rnd in range(args.repeat):
@@ -566,6 +619,11 @@ def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
             async_parser = parser_name(ar.connection_pool)
         finally:
             runner.run(ar.aclose())
+            for c in closing:
+                if isinstance(c, redis.asyncio.Redis):
+                    runner.run(c.aclose())
+                else:
+                    c.close()
     r.close()
     admin.close()
     sock.close()

@@ -277,6 +277,40 @@ def test_a_server_refusing_the_native_command_falls_back_to_the_script(
         vr.acl_deluser("nonative")
 
 
+def test_redis_py_drop_in_releases_and_replaces_its_ttl_natively(vr: redis.Redis) -> None:
+    """RedisPyLock writes redis-py's value (the token itself): DELIFEQ compares the token;
+    its extend(replace_ttl=True) and reacquire() are SET IFEQ."""
+    from redislock.compat import RedisPyLock
+
+    for _ in range(N):
+        lock = vr.lock("native:dropin", timeout=10, lock_class=RedisPyLock)
+        assert lock.acquire()
+        assert lock.extend(20, replace_ttl=True)
+        assert 19_000 < vr.pttl("native:dropin") <= 20_000
+        assert lock.reacquire()
+        lock.release()
+        assert not vr.exists("native:dropin")
+    seen = calls(vr)
+    assert seen["delifeq"] == N
+    assert seen["evalsha"] == N  # the acquires only
+
+
+def test_redis_py_drop_in_native_release_of_an_expired_lease(vr: redis.Redis) -> None:
+    from redis.exceptions import LockNotOwnedError
+
+    from redislock.compat import RedisPyLock
+
+    lock = vr.lock("native:dropin-expired", timeout=0.05, lock_class=RedisPyLock)
+    assert lock.acquire()
+    time.sleep(0.15)
+    other = vr.lock("native:dropin-expired", timeout=10)  # redis-py's own Lock
+    assert other.acquire()
+    with pytest.raises(LockNotOwnedError):
+        lock.release()
+    assert other.owned()
+    other.release()
+
+
 def test_environment_turns_native_commands_off(
     valkey: RedisProcess, vr: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -120,6 +120,23 @@ CASES = [
         after=[(("EXISTS", C.lock), 0)],
     ),
     Case(
+        "release-exact-fresh-does-not-trust-the-memo",  # the native try just wrote it
+        "lock_release",
+        CREL,
+        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}", "fresh"),
+        "gone",
+        setup=[("SET", C.done, f"{TOKEN}|rel|{OP}", "PX", 50000)],
+    ),
+    Case(
+        "release-exact-fresh-taken",
+        "lock_release",
+        CREL,
+        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}", "fresh"),
+        "taken",
+        setup=[("SET", C.done, f"{TOKEN}|rel|{OP}", "PX", 50000), ("SET", C.lock, "x", "PX", 5000)],
+        after=[(("GET", C.lock), "x")],
+    ),
+    Case(
         "release-exact-of-a-later-hold-with-the-same-token-is-gone",  # not the memo's hold
         "lock_release",
         CREL,

@@ -162,6 +162,7 @@ class CompatCore(LockCore):
                 raise UnexpectedReplyError(f"compat_acquire replied {reply!r}")
             run_id = yield from self._granted(text, ack)
             self._hold(text, as_int(reply[1]), sent, self.lease_ms, run_id)
+            self.holding.value = text  # type: ignore[union-attr]  # redis-py's: the token
             return self._won(sent)
         finally:
             self.pending_token = None
@@ -169,8 +170,23 @@ class CompatCore(LockCore):
     def _release_op(self, token: str) -> Eval:
         keys = self.keys
         wire = _wire(token)
-        args = (wire, DONE_MS, _EXACT, wire + b"|rel|" + self.hold_id.encode())
+        args = (wire, DONE_MS, _EXACT, self._memo(wire))
         return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake, keys.done), args)
+
+    def _memo(self, wire: bytes) -> bytes:
+        return wire + b"|rel|" + self.hold_id.encode()
+
+    # The native release (see LockCore._native_release): DELIFEQ of the token itself, the
+    # done key's memo by hold id; no waiters to look for (redis-py's waiters poll).
+    def _release_memo(self, h: Holding) -> bytes:
+        return self._memo(_wire(h.token))
+
+    def _wire_value(self, h: Holding) -> bytes:
+        return _wire(h.value)
+
+    def _release_fallback(self, token: str, *, fresh: bool) -> Eval:
+        op = self._release_op(token)
+        return op._replace(args=(*op.args, b"fresh")) if fresh else op
 
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
         if mode != "add":

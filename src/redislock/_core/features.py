@@ -47,7 +47,7 @@ class Features:
     set_ifeq: bool = False
     """Whether ``SET ... IFEQ`` exists (compare-and-set)."""
 
-    def delete_args(self, key: str, value: str) -> tuple[str, ...]:
+    def delete_args(self, key: str, value: str | bytes) -> tuple[str | bytes, ...]:
         """The compare-and-delete command for ``key`` holding exactly ``value`` (it replies
         1 if it deleted the key, else 0)."""
         if self.delete == "DELEX":

@@ -483,9 +483,10 @@ class LockCore:
         if the value is this token's in another form.
         """
         keys = self.keys
+        memo = self._release_memo(h)
         calls = (
-            (("SET", keys.done, h.token, "PX", DONE_MS, "GET"), {"get": True}),
-            (feats.delete_args(keys.lock, h.value), {}),
+            (("SET", keys.done, memo, "PX", DONE_MS, "GET"), {"get": True}),
+            (feats.delete_args(keys.lock, self._wire_value(h)), {}),
             *self._release_calls(),
         )
         replies = yield Commands(calls)
@@ -495,8 +496,16 @@ class LockCore:
             return "ok"
         if isinstance(deleted, ResponseError):  # unknown command, or not in the ACL
             feats.delete = ""
-        repeat = isinstance(old, bytes | str) and as_str(old) == h.token
+        repeat = isinstance(old, bytes | str) and _as_bytes(old) == _as_bytes(memo)
         return (yield self._release_fallback(h.token, fresh=not repeat))
+
+    def _release_memo(self, h: Holding) -> str | bytes:
+        """What the done key remembers of ``h``'s release (the script writes the same)."""
+        return h.token
+
+    def _wire_value(self, h: Holding) -> str | bytes:
+        """:attr:`Holding.value` as the key holds it."""
+        return h.value
 
     def _release_calls(self) -> tuple[tuple[tuple[str | int | bytes, ...], dict[str, bool]], ...]:
         """Commands a native release also sends (after the compare-and-delete): none."""
@@ -620,7 +629,8 @@ class LockCore:
         repeat after a lost reply sets the same TTL again: nothing to remember."""
         sent = time.monotonic()
         ms = validate.to_ms(seconds)
-        args = ("SET", self.keys.lock, h.value, "IFEQ", h.value, "PX", ms)
+        value = self._wire_value(h)
+        args = ("SET", self.keys.lock, value, "IFEQ", value, "PX", ms)
         reply = (yield Commands(((args, {}),)))[0]
         if reply is True or (isinstance(reply, bytes | str) and as_str(reply) == "OK"):
             h.expires_at = sent + ms / 1000.0
@@ -824,6 +834,10 @@ class LockCore:
         # The floor exceeds COALESCE, or the schedule would take the retry at once.
         backoff = max(COALESCE + 0.05, min(self.renew_interval / 4.0, 1.0))
         return min(h.expires_at, now + backoff), False
+
+
+def _as_bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def why(status: str) -> str:

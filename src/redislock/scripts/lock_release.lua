@@ -14,6 +14,9 @@
 -- ARGV[4] memo          optional, with ARGV[3]: what the done key remembers of this release
 --                       instead of the token (a caller's token may be reused by a later hold;
 --                       the drop-in passes "<token>|rel|<acquire's op_id>", one per hold)
+-- ARGV[5] fresh         optional, with ARGV[4]: "fresh" after a native release (DELIFEQ) that
+--                       did not delete the key and wrote the memo itself: the done key then
+--                       proves nothing and is not looked at
 -- returns "ok"          released; also a repeat of this token's release within done_ms (a
 --                       client retrying after the reply was lost: the first one worked)
 --         "gone"        no lock key (expired or deleted)
@@ -35,7 +38,7 @@ else
   mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
 end
 if not mine then
-  if KEYS[4] then
+  if KEYS[4] and ARGV[5] ~= 'fresh' then
     local done = redis.pcall('GET', KEYS[4])
     if bad(done) then return failed('GET', done) end
     if done == (ARGV[4] or ARGV[1]) then

@@ -75,3 +75,48 @@ def test_misuse_fails_the_type_check(tmp_path: Path) -> None:
 def test_right_use_passes_the_type_check(tmp_path: Path) -> None:
     out, status = check(tmp_path, RIGHT)
     assert status == 0, out
+
+
+ON_LOST = """
+    import redis
+    import redis.asyncio
+
+    from redislock import (
+        AsyncLock, AsyncPermit, FairLock, Lock, MultiLock, Permit, ReadLock, ReadWriteLock,
+        Redlock, RLock, Semaphore, WriteLock,
+    )
+
+    r = redis.Redis()
+
+
+    def on_lock(lock: Lock) -> None: ...
+    def on_permit(permit: Permit) -> None: ...
+    def on_side(side: ReadLock | WriteLock) -> None: ...
+    def on_anything(obj: object) -> None: ...
+
+
+    Lock(r, "n", on_lost=on_lock)
+    Lock(r, "n", on_lost=lambda lock: print(lock.fencing_token))
+    Lock(r, "n", on_lost=on_anything)
+    RLock(r, "n", on_lost=lambda lock: lock.hold_count())
+    FairLock(r, "n", on_lost=lambda lock: lock.name)
+    MultiLock(r, ["a", "b"], on_lost=lambda multi: multi.names)
+    Redlock([r, r, r], "n", on_lost=lambda lock: lock.fencing_token)
+    Semaphore(r, "n", 3, on_lost=on_permit)
+    ReadWriteLock(r, "n", on_lost=on_side)
+    AsyncLock(redis.asyncio.Redis(), "n", on_lost=lambda lock: lock.release())
+    Semaphore(r, "n", 3, on_lost=on_lock)  # line 29: a Permit is not a Lock
+    ReadWriteLock(r, "n", on_lost=on_lock)  # line 30
+    Lock(r, "n", on_lost=lambda lock: lock.no_such_attribute)  # line 31
+    FairLock(r, "n", on_lost=on_permit)  # line 32
+"""
+
+
+@pytest.mark.slow
+def test_on_lost_is_typed_with_what_it_receives(tmp_path: Path) -> None:
+    """``on_lost`` gets the lock object itself (a Semaphore's: the Permit; a
+    ReadWriteLock's: the side), so a callback for another type fails the type check."""
+    out, status = check(tmp_path, ON_LOST)
+    assert status == 1, out
+    lines = [line for line in out.splitlines() if "error:" in line]
+    assert [line.split(":")[1] for line in lines] == ["29", "30", "31", "32"], out

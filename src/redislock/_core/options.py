@@ -20,7 +20,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Final, TypedDict, cast
+from typing import Any, ClassVar, Final, Generic, TypedDict, TypeVar, cast
 
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX
@@ -76,11 +76,16 @@ _MIN_WAITER_LEASE: Final = 0.05
 # ---------------------------------------------------------------------------- keywords
 
 
-class LeaseKwargs(TypedDict, total=False):
+HandleT = TypeVar("HandleT")
+"""What ``on_lost`` receives: the lock object itself (``Unpack[LockKwargs[Self]]``), or for
+a ReadWriteLock the side and for a Semaphore the permit that lost its lease."""
+
+
+class LeaseKwargs(TypedDict, Generic[HandleT], total=False):
     """The keyword options every kind takes (the lease, the wait, the keys)."""
 
     ttl: float | None
-    on_lost: Callable[[Any], object] | None
+    on_lost: Callable[[HandleT], object] | None
     timeout: float | None
     watchdog_lease: float
     renew_interval: float | None
@@ -88,13 +93,13 @@ class LeaseKwargs(TypedDict, total=False):
     prefix: str
 
 
-class MultiKwargs(LeaseKwargs, total=False):
+class MultiKwargs(LeaseKwargs[HandleT], total=False):
     """The keyword options of :class:`~redislock.MultiLock` (and the base of the others)."""
 
     recheck_interval: float
 
 
-class LockKwargs(MultiKwargs, total=False):
+class LockKwargs(MultiKwargs[HandleT], total=False):
     """The keyword options of :class:`~redislock.Lock`, ``RLock``, ``ReadWriteLock`` and
     ``Semaphore``."""
 
@@ -102,14 +107,14 @@ class LockKwargs(MultiKwargs, total=False):
     replica_timeout: float
 
 
-class FairKwargs(LockKwargs, total=False):
+class FairKwargs(LockKwargs[HandleT], total=False):
     """The keyword options of :class:`~redislock.FairLock`."""
 
     waiter_lease: float
     queue_max: int
 
 
-class QuorumKwargs(LeaseKwargs, total=False):
+class QuorumKwargs(LeaseKwargs[HandleT], total=False):
     """The keyword options of :class:`~redislock.Redlock` and ``MultiRedlock``."""
 
     node_timeout: float | None

@@ -95,7 +95,9 @@ class AsyncLock(AsyncLease):
 
     __slots__ = ()
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs[Self]]
+    ) -> None:
         AsyncLease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

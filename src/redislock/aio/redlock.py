@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Unpack
+from typing import Any, ClassVar, Self, Unpack
 
 from redislock._core.lock import LockCore
 from redislock._core.options import QuorumKwargs, QuorumOptions
@@ -71,7 +71,7 @@ class AsyncRedlock(AsyncLock):
     _quorum_core: ClassVar[type[RedlockCore]] = RedlockCore
 
     def __init__(
-        self, masters: Sequence[_flavour.Master], name: Any, **options: Unpack[QuorumKwargs]
+        self, masters: Sequence[_flavour.Master], name: Any, **options: Unpack[QuorumKwargs[Self]]
     ) -> None:
         Holder.__init__(self, masters, name, **options)
 

@@ -34,7 +34,9 @@ class _Reentrant(AsyncLease):
 
     __slots__ = ("_units",)
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs[Self]]
+    ) -> None:
         AsyncLease.__init__(self, client, name, **options)
         self._units: dict[_flavour.Owner, Unit] = {}
 
@@ -276,7 +278,12 @@ class AsyncReadWriteLock:
 
     __slots__ = ("__weakref__", "_reader", "_writer")
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self,
+        client: _flavour.Client,
+        name: str,
+        **options: Unpack[LockKwargs[AsyncReadLock | AsyncWriteLock]],
+    ) -> None:
         reader = AsyncReadLock(client, name, **options)
         writer = AsyncWriteLock(client, name, **options)
         reader._rw = writer._rw = self

@@ -88,7 +88,11 @@ class AsyncSemaphore(Handle):
     _core: HoldCore
 
     def __init__(
-        self, client: _flavour.Client, name: str, permits: int, **options: Unpack[LockKwargs]
+        self,
+        client: _flavour.Client,
+        name: str,
+        permits: int,
+        **options: Unpack[LockKwargs[AsyncPermit]],
     ) -> None:
         Handle.__init__(self, client, name, permits, **options)
 

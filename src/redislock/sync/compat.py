@@ -8,7 +8,7 @@ never leaves a key without a TTL, and loss detection (:mod:`redislock._core.comp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from redis.exceptions import LockError, LockNotOwnedError
 
@@ -82,7 +82,7 @@ class RedisPyLock(_flavour.RedisPyLockBase):
         thread_local: bool = True,
         raise_on_release_error: bool = True,
         *,
-        on_lost: Callable[[Any], object] | None = None,
+        on_lost: Callable[[Self], object] | None = None,
         watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
         prefix: str = DEFAULT_PREFIX,
     ) -> None:

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Unpack, final
+from typing import Any, Self, Unpack, final
 
 from redislock._core.fair import FairCore
 from redislock._core.lock import LockCore
@@ -54,7 +54,9 @@ class FairLock(Lock):
     __slots__ = ()
     _options = FairOptions
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[FairKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, name: str, **options: Unpack[FairKwargs[Self]]
+    ) -> None:
         Holder.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

@@ -92,7 +92,9 @@ class Lock(Lease):
 
     __slots__ = ()
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs[Self]]
+    ) -> None:
         Lease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Unpack
+from typing import Any, Self, Unpack
 
 from redislock._core.lock import LockCore, token_tag
 from redislock._core.multi import MultiCore, check_names
@@ -62,7 +62,7 @@ class MultiLock(Lock):
     _options = MultiOptions
 
     def __init__(
-        self, client: _flavour.Client, names: Iterable[str], **options: Unpack[MultiKwargs]
+        self, client: _flavour.Client, names: Iterable[str], **options: Unpack[MultiKwargs[Self]]
     ) -> None:
         Holder.__init__(self, client, names, **options)
 

@@ -36,7 +36,9 @@ class _Reentrant(Lease):
 
     __slots__ = ("_units",)
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs[Self]]
+    ) -> None:
         Lease.__init__(self, client, name, **options)
         self._units: dict[_flavour.Owner, Unit] = {}
 
@@ -275,7 +277,12 @@ class ReadWriteLock:
 
     __slots__ = ("__weakref__", "_reader", "_writer")
 
-    def __init__(self, client: _flavour.Client, name: str, **options: Unpack[LockKwargs]) -> None:
+    def __init__(
+        self,
+        client: _flavour.Client,
+        name: str,
+        **options: Unpack[LockKwargs[ReadLock | WriteLock]],
+    ) -> None:
         reader = ReadLock(client, name, **options)
         writer = WriteLock(client, name, **options)
         reader._rw = writer._rw = self

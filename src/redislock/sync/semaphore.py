@@ -90,7 +90,11 @@ class Semaphore(Handle):
     _core: HoldCore
 
     def __init__(
-        self, client: _flavour.Client, name: str, permits: int, **options: Unpack[LockKwargs]
+        self,
+        client: _flavour.Client,
+        name: str,
+        permits: int,
+        **options: Unpack[LockKwargs[Permit]],
     ) -> None:
         Handle.__init__(self, client, name, permits, **options)
 

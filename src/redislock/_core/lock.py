@@ -21,9 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Self
 
-from redis.exceptions import ResponseError
-
 from redislock import metrics
+from redislock._clients import RESPONSE_ERRORS
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.keys import LockKeys
@@ -708,7 +707,7 @@ class LockCore:
                 h.expires_at = sent + ms / 1000.0
                 return self.renewal_done(h, "ok", sent)
         if isinstance(reply, BaseException):
-            if isinstance(reply, ResponseError):
+            if isinstance(reply, RESPONSE_ERRORS):
                 reply = script_error(reply) or reply
             return self.renewal_error(h, reply)
         try:

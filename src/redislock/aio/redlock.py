@@ -78,7 +78,7 @@ class AsyncRedlock(AsyncLock):
     def _connect(self, client: Any) -> Any:
         """Check the masters (raises :class:`LockConfigError`); their fan-out driver."""
         hint = f"{_flavour.MASTER_TEXT} ({self._counterpart()}; no cluster)"
-        return AsyncMasters(client, check_masters(client, (_flavour.Master,), hint))
+        return AsyncMasters(client, check_masters(client, _flavour.MASTERS, hint))
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
         masters: AsyncMasters = self._client

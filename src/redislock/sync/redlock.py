@@ -43,10 +43,10 @@ class Redlock(Lock):
             ...
 
     Args:
-        masters: 3 or more ``redis.Redis`` clients, one per independent master
-            (not replicas of each other); give each a ``socket_timeout`` and
-            ``retry=Retry(NoBackoff(), 0)`` (redis-py's default retries back off for
-            seconds when a master's connection dies).
+        masters: 3 or more ``redis.Redis`` (or ``valkey.Valkey``) clients,
+            one per independent master (not replicas of each other); give each a
+            ``socket_timeout`` and ``retry=Retry(NoBackoff(), 0)`` (redis-py's default
+            retries back off for seconds when a master's connection dies).
         name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease, prefix: as
             for :class:`Lock` (seconds).
         node_timeout: seconds to wait for the masters in one round; default a tenth of the

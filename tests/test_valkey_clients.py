@@ -249,6 +249,13 @@ def vk_cluster(short_tmp: Path, binary: str) -> Iterator[LocalCluster]:
         yield local
 
 
+def _subscribed(cluster: LocalCluster, name: str) -> list[str]:
+    """The channels of lock ``name`` some node of ``cluster`` has subscribers on."""
+    return [
+        str(c) for node in cluster.nodes for c in node.cmd("PUBSUB", "CHANNELS", f"*{{{name}}}*")
+    ]
+
+
 def test_valkey_cluster_clients(vk_cluster: LocalCluster) -> None:
     vk_cluster.wait_healthy()
     vk_cluster.flush()
@@ -262,9 +269,12 @@ def test_valkey_cluster_clients(vk_cluster: LocalCluster) -> None:
         )
         thread.start()
         time.sleep(0.3)
+        assert _subscribed(vk_cluster, "c1")  # the wake-up channel is up on some node
+        released = time.monotonic()
         holder.release()  # the waiter's wake-up comes through a node's PubSub
         thread.join(20)
         assert got == [True]
+        assert time.monotonic() - released < 1.0  # woken, not polling
         with redislock.MultiLock(client, ["c2", "c3"], ttl=10) as multi:
             assert multi.fencing_tokens is not None
         assert redislock.inspect(client, "c1").held
@@ -277,14 +287,17 @@ async def test_async_valkey_cluster_client(vk_cluster: LocalCluster) -> None:
     vk_cluster.flush()
     client = valkey.asyncio.cluster.ValkeyCluster(**vk_cluster.startup())
     try:
-        holder = redislock.AsyncLock(client, "c1", ttl=10)
+        holder = redislock.AsyncLock(client, "ac1", ttl=10)
         assert await holder.acquire(blocking=False)
         waiter = asyncio.ensure_future(
-            redislock.AsyncLock(client, "c1", ttl=10).acquire(timeout=20)
+            redislock.AsyncLock(client, "ac1", ttl=10).acquire(timeout=20)
         )
         await asyncio.sleep(0.3)
-        await holder.release()
+        assert _subscribed(vk_cluster, "ac1")  # the wake-up channel is up on some node
+        released = time.monotonic()
+        await holder.release()  # the waiter's wake-up comes through a node's PubSub
         assert await waiter
+        assert time.monotonic() - released < 1.0  # woken, not polling
         with pytest.raises(redislock.LockConfigError, match="replicas"):
             redislock.AsyncLock(client, "c4", replicas=1)
     finally:

@@ -73,6 +73,8 @@ class Family:
     """The base of its exceptions: ``RedisError`` or ``ValkeyError``."""
     async_retry: type
     """Its asyncio ``Retry`` class."""
+    async_pool: type
+    """Its asyncio ``ConnectionPool`` class."""
     no_backoff: type
     """Its ``NoBackoff`` class."""
 
@@ -106,6 +108,7 @@ def _redis_py() -> Family:
         errors=redis.exceptions,
         base_error=redis.exceptions.RedisError,
         async_retry=redis.asyncio.retry.Retry,
+        async_pool=redis.asyncio.ConnectionPool,
         no_backoff=redis.backoff.NoBackoff,
     )
 
@@ -137,6 +140,7 @@ def _valkey_py() -> Family | None:
         errors=valkey.exceptions,
         base_error=valkey.exceptions.ValkeyError,
         async_retry=valkey.asyncio.retry.Retry,
+        async_pool=valkey.asyncio.ConnectionPool,
         no_backoff=valkey.backoff.NoBackoff,
     )
 

@@ -246,7 +246,14 @@ def _pubsub(client: Any) -> Any:
     """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
     picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
     if isinstance(client, ASYNC_CLUSTERS):
-        return client.pubsub(node=client.get_random_node())
+        node = client.get_random_node()
+        if hasattr(client, "pubsub"):
+            return client.pubsub(node=node)
+        # valkey-py's asyncio ValkeyCluster has no pubsub(): a PubSub on the node's own
+        # connection settings (its one connection is closed with the PubSub)
+        family = family_of(client)
+        pool = family.async_pool(connection_class=node.connection_class, **node.connection_kwargs)
+        return family.async_client(connection_pool=pool).pubsub()
     return client.pubsub()
 
 

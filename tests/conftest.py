@@ -21,6 +21,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from redislock.server import RedisProcess
+from tests import clients
 from tests.cluster import LocalCluster
 from tests.flavors import FLAVORS, Flavor, LoopThread, make_flavor
 from tests.masters import admins as admins
@@ -82,20 +83,22 @@ def cluster(short_tmp: Path) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def rc(cluster: LocalCluster) -> Iterator[redis.cluster.RedisCluster]:
-    """A sync cluster client (bytes replies) on the healthy, flushed cluster."""
+    """A sync cluster client (bytes replies) on the healthy, flushed cluster (redis-py's,
+    or valkey-py's: tests/clients.py)."""
     cluster.wait_healthy()
     cluster.flush()
-    client = redis.cluster.RedisCluster(**cluster.startup(), socket_timeout=5)
+    client = clients.sync_cluster(**cluster.startup(), socket_timeout=5)
     yield client
     client.close()
 
 
 @pytest.fixture
 async def arc(cluster: LocalCluster) -> AsyncIterator[redis.asyncio.cluster.RedisCluster]:
-    """An asyncio cluster client (bytes replies) on the healthy, flushed cluster."""
+    """An asyncio cluster client (bytes replies) on the healthy, flushed cluster (redis-py's,
+    or valkey-py's)."""
     cluster.wait_healthy()
     cluster.flush()
-    client = redis.asyncio.cluster.RedisCluster(**cluster.startup(), socket_timeout=5)
+    client = clients.async_cluster(**cluster.startup(), socket_timeout=5)
     await client.initialize()
     yield client
     await client.aclose()
@@ -119,8 +122,8 @@ def decode(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 def r(redis_server: RedisProcess, decode: bool) -> Iterator[redis.Redis]:
-    """A sync client on a flushed server."""
-    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=decode)
+    """A sync client on a flushed server (redis-py's, or valkey-py's: tests/clients.py)."""
+    client = clients.sync_client(**redis_server.client_kwargs(), decode_responses=decode)
     client.flushall()
     yield client
     client.close()
@@ -128,8 +131,8 @@ def r(redis_server: RedisProcess, decode: bool) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 async def ar(redis_server: RedisProcess, decode: bool) -> AsyncIterator[redis.asyncio.Redis]:
-    """An asyncio client on a flushed server."""
-    client = redis.asyncio.Redis(**redis_server.client_kwargs(), decode_responses=decode)
+    """An asyncio client on a flushed server (redis-py's, or valkey-py's)."""
+    client = clients.async_client(**redis_server.client_kwargs(), decode_responses=decode)
     await client.flushall()
     yield client
     await client.aclose()

@@ -20,6 +20,7 @@ import redis.asyncio
 
 from redislock import AsyncLock, Lock
 from redislock.server import RedisProcess
+from tests import clients
 
 T = TypeVar("T")
 
@@ -101,7 +102,7 @@ def make_flavor(which: str, server: RedisProcess, decode: bool, lt: LoopThread) 
     """Clients for flavour ``which`` ("sync" or "async"), closed afterwards."""
     admin = redis.Redis(**server.client_kwargs(), decode_responses=True)
     if which == "sync":
-        client = redis.Redis(**server.client_kwargs(), decode_responses=decode)
+        client = clients.sync_client(**server.client_kwargs(), decode_responses=decode)
         try:
             yield Flavor(which, lambda n, **kw: Lock(client, n, **kw), admin, lt)
         finally:
@@ -110,7 +111,7 @@ def make_flavor(which: str, server: RedisProcess, decode: bool, lt: LoopThread) 
         return
 
     async def connect() -> redis.asyncio.Redis:
-        return redis.asyncio.Redis(**server.client_kwargs(), decode_responses=decode)
+        return clients.async_client(**server.client_kwargs(), decode_responses=decode)
 
     aclient = lt.run(connect())
     try:

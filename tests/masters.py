@@ -16,6 +16,7 @@ import redis
 import redis.asyncio
 
 from redislock.server import RedisProcess
+from tests import clients
 
 N_MASTERS = 5
 
@@ -23,12 +24,12 @@ N_MASTERS = 5
 def master(server: RedisProcess, **kwargs: Any) -> redis.Redis:
     """A master's client as users build it: redis-py's defaults (socket timeout 5 s,
     connection retries with back-off), which Redlock must cope with."""
-    return redis.Redis(**server.client_kwargs(), **kwargs)
+    return clients.sync_client(**server.client_kwargs(), **kwargs)
 
 
 def amaster(server: RedisProcess, **kwargs: Any) -> redis.asyncio.Redis:
     """The asyncio twin of :func:`master` (redis-py's defaults)."""
-    return redis.asyncio.Redis(**server.client_kwargs(), **kwargs)
+    return clients.async_client(**server.client_kwargs(), **kwargs)
 
 
 @pytest.fixture(scope="module")

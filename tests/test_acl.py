@@ -24,6 +24,7 @@ from redislock import NoPermissionError
 from redislock._core.keys import LockKeys
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
+from tests import clients
 from tests.primitives import KINDS, Actor, Env, Kind, Subject
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
@@ -159,8 +160,8 @@ async def test_every_kind_works_as_its_documented_user(
 ) -> None:
     """Acquire, extend, owned, a waiter woken by the release, inspect: all as the user."""
     with user(admin, documented()[profile_of(kind)]) as auth:
-        client = redis.Redis(**server.client_kwargs(), **auth)
-        aclient = redis.asyncio.Redis(**server.client_kwargs(), **auth)
+        client = clients.sync_client(**server.client_kwargs(), **auth)
+        aclient = clients.async_client(**server.client_kwargs(), **auth)
         e = Env(client, aclient, [], [], [admin])
         one, two = Actor(kind), Actor(kind)
         try:
@@ -185,7 +186,7 @@ async def test_every_kind_works_as_its_documented_user(
             else:
                 await first.release()
             with user(admin, documented()["inspect"]) as look:
-                reader = redis.Redis(**server.client_kwargs(), **look)
+                reader = clients.sync_client(**server.client_kwargs(), **look)
                 try:
                     info = redislock.inspect(reader, "acl")
                     assert not info.held
@@ -332,8 +333,8 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
     raises ``NoPermissionError`` naming it. hold.lua serves three kinds, so its profile has
     a command or two that one kind never runs (NEVER_RUN): without it, that kind works."""
     with user(admin, documented()[kind.id], drop=drop) as auth:
-        client = redis.Redis(**server.client_kwargs(), **auth, decode_responses=True)
-        aclient = redis.asyncio.Redis(**server.client_kwargs(), **auth, decode_responses=True)
+        client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
+        aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)
         e = Env(client, aclient, [], [], [admin])
         subjects: list[Subject] = []
         try:
@@ -376,8 +377,8 @@ async def test_a_refused_release_keeps_the_hold(
     while its key stays, never "held" while its key is gone."""
     full = documented()[kind.id]
     with user(admin, full) as auth:
-        client = redis.Redis(**server.client_kwargs(), **auth, decode_responses=True)
-        aclient = redis.asyncio.Redis(**server.client_kwargs(), **auth, decode_responses=True)
+        client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
+        aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)
         e = Env(client, aclient, [], [], [admin])
         actor = Actor(kind)
         holder = Subject(kind, kind.build(e, "acl", {"ttl": 10}), actor)

@@ -21,6 +21,7 @@ import redis.asyncio
 
 from redislock import AcquireTimeoutError, LockConfigError, LockLostError, NotOwnedError
 from redislock.server import RedisProcess
+from tests import clients
 from tests.masters import amaster, master
 from tests.primitives import Actor, Env, Kind, Subject, rows
 from tests.primitives import held_in_redis as held_on_majority
@@ -41,8 +42,8 @@ async def env(
     admins = [redis.Redis(**s.client_kwargs(), decode_responses=True) for s in used]
     for a in [admin, *admins]:
         a.flushall()
-    client = redis.Redis(**redis_server.client_kwargs())
-    aclient = redis.asyncio.Redis(**redis_server.client_kwargs())
+    client = clients.sync_client(**redis_server.client_kwargs())
+    aclient = clients.async_client(**redis_server.client_kwargs())
     masters = [master(s) for s in used]
     amasters = [amaster(s) for s in used]
     yield {
@@ -335,8 +336,8 @@ def test_bad_input_raises_before_any_io(kind: Kind, short_tmp: Path) -> None:
     """Clients on a socket nobody listens on: a connection would fail, so a
     LockConfigError proves the check ran first."""
     paths = [str(short_tmp / f"nobody{i}.sock") for i in range(3)]
-    masters = [redis.Redis(unix_socket_path=p) for p in paths]  # three distinct endpoints
-    amasters = [redis.asyncio.Redis(unix_socket_path=p) for p in paths]
+    masters = [clients.sync_client(unix_socket_path=p) for p in paths]  # 3 distinct endpoints
+    amasters = [clients.async_client(unix_socket_path=p) for p in paths]
     own = Env(masters[0], amasters[0], masters, amasters, [])
     with pytest.raises(LockConfigError, match="ttl"):
         kind.build(own, NAME, {"ttl": -1})

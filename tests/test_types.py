@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Types that catch misuse: ``mypy --strict`` (the project's configuration) on a user's
-file rejects a URL or the other flavour's client where a lock takes a client, and accepts
-the right clients, the Cluster clients, and the drop-ins through
-``r.lock(lock_class=...)``."""
+file rejects a URL or the other flavour's client where a lock takes a client (redis-py's
+or valkey-py's), and accepts the right clients of both libraries, the Cluster clients, and
+the drop-ins through ``r.lock(lock_class=...)``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from mypy import api
 WRONG = """
     import redis
     import redis.asyncio
+    import valkey
+    import valkey.asyncio
 
-    from redislock import AsyncLock, AsyncSemaphore, Lock, inspect
+    from redislock import AsyncLock, AsyncSemaphore, Lock, Redlock, inspect
 
     sync_client = redis.Redis()
     async_client = redis.asyncio.Redis()
@@ -25,6 +27,9 @@ WRONG = """
     Lock(async_client, "n")
     AsyncSemaphore(sync_client, "n", 3)
     inspect(async_client, "n")
+    AsyncLock(valkey.Valkey(), "n")
+    Lock(valkey.asyncio.Valkey(), "n")
+    Redlock([valkey.asyncio.Valkey()], "n")
 """
 
 RIGHT = """
@@ -32,8 +37,21 @@ RIGHT = """
     import redis.asyncio
     import redis.asyncio.cluster
     import redis.cluster
+    import valkey
+    import valkey.asyncio
+    import valkey.asyncio.cluster
+    import valkey.cluster
 
-    from redislock import AsyncLock, AsyncSemaphore, Lock, ReadWriteLock, inspect
+    from redislock import (
+        AsyncLock,
+        AsyncRedlock,
+        AsyncSemaphore,
+        FairLock,
+        Lock,
+        ReadWriteLock,
+        Redlock,
+        inspect,
+    )
     from redislock.compat import AsyncRedisPyLock, RedisPyLock
 
     sync_client = redis.Redis()
@@ -47,6 +65,16 @@ RIGHT = """
     inspect(sync_client, "n")
     lock = sync_client.lock("n", timeout=5, lock_class=RedisPyLock)
     alock = async_client.lock("n", timeout=5, lock_class=AsyncRedisPyLock)
+
+    # valkey-py's clients (valkey-py is an optional dependency: redislock[valkey])
+    Lock(valkey.Valkey(), "n")
+    Lock(valkey.cluster.ValkeyCluster(host="localhost"), "n")
+    AsyncLock(valkey.asyncio.Valkey(), "n")
+    AsyncLock(valkey.asyncio.cluster.ValkeyCluster(host="localhost"), "n")
+    FairLock(valkey.Valkey(), "n")
+    Redlock([valkey.Valkey(), valkey.Valkey(port=6380), redis.Redis(port=6381)], "n")
+    AsyncRedlock([valkey.asyncio.Valkey() for _ in range(3)], "n")
+    inspect(valkey.Valkey(), "n")
 
 
     async def use(sem: AsyncSemaphore) -> None:
@@ -67,8 +95,17 @@ def test_misuse_fails_the_type_check(tmp_path: Path) -> None:
     out, status = check(tmp_path, WRONG)
     assert status == 1, out
     lines = [line for line in out.splitlines() if "error:" in line]
-    assert [line.split(":")[1] for line in lines] == ["9", "10", "11", "12", "13"], out
-    assert all("[arg-type]" in line for line in lines), out
+    assert [line.split(":")[1] for line in lines] == [
+        "11",
+        "12",
+        "13",
+        "14",
+        "15",
+        "16",  # a valkey-py sync client for AsyncLock
+        "17",  # and an asyncio one for Lock
+        "18",  # and for Redlock's masters
+    ], out
+    assert all("[arg-type]" in line or "[list-item]" in line for line in lines), out
 
 
 @pytest.mark.slow

@@ -60,6 +60,8 @@ NAMES = _names()
 PHRASES = (
     (r"\bredis\.asyncio\.RedisCluster\b", "redis.cluster.RedisCluster"),
     (r"\bredis\.asyncio\.Redis\b", "redis.Redis"),
+    (r"\bvalkey\.asyncio\.ValkeyCluster\b", "valkey.cluster.ValkeyCluster"),
+    (r"\bvalkey\.asyncio\.Valkey\b", "valkey.Valkey"),
     (r"\bredislock\.aio\b", "redislock.sync"),
     (r"\basync with\b", "with"),
     (r"\bawait ", ""),

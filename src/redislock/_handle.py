@@ -20,11 +20,7 @@ import inspect
 import weakref
 from typing import Any, ClassVar, Protocol, TypeVar
 
-import redis.asyncio.cluster
-import redis.asyncio.sentinel
-import redis.cluster
-import redis.sentinel
-
+from redislock import _clients
 from redislock._core.lock import LockCore, LockStatistics, token_tag
 from redislock._core.options import LockOptions, MultiOptions, signature
 from redislock.errors import LockConfigError
@@ -32,11 +28,8 @@ from redislock.errors import LockConfigError
 __all__ = ["Handle", "Holder", "Renewable", "Unit", "is_cluster"]
 
 
-_SENTINEL_POOLS = (
-    redis.sentinel.SentinelConnectionPool,
-    redis.asyncio.sentinel.SentinelConnectionPool,
-)
-_CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+_SENTINEL_POOLS = _clients.SENTINEL_POOLS
+_CLUSTERS = _clients.CLUSTERS
 CoreT = TypeVar("CoreT", bound=LockCore)
 
 _KINDS = frozenset(
@@ -67,7 +60,8 @@ def _label(cls: type) -> str:
 
 
 def is_cluster(client: Any) -> bool:
-    """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
+    """Whether ``client`` is a Redis Cluster client (sync or asyncio, redis-py's or
+    valkey-py's)."""
     return isinstance(client, _CLUSTERS)
 
 

@@ -24,6 +24,12 @@ Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeo
 :class:`NoPermissionError` and a ``WRONGTYPE`` on a lock key :class:`KindConflictError`,
 both still instances of the redis-py class callers caught before. None is ever turned into
 "lock busy" or "not acquired".
+
+With a valkey-py client (``valkey.Valkey``...), the client's own errors are valkey-py's
+(``valkey.exceptions.ValkeyError`` and its subclasses), which are not redis-py's classes;
+redislock's typed errors stay subclasses of redis-py's (redis-py is always installed), so
+catch :class:`NoPermissionError` and :class:`KindConflictError` by redislock's class (or
+:class:`RedisLockError`), not by valkey-py's.
 """
 
 from __future__ import annotations
@@ -210,7 +216,9 @@ class UnexpectedReplyError(RedisLockError):
 class NoPermissionError(RedisLockError, _RedisNoPermissionError):
     """The Redis user may not run a command a lock operation needs (ACL, ``NOPERM``).
 
-    Also a ``redis.exceptions.NoPermissionError``. The scripts refuse before they write
+    Also a ``redis.exceptions.NoPermissionError`` (with a valkey-py client too: catch this
+    class, or :class:`RedisLockError`, never ``valkey.exceptions.NoPermissionError``,
+    which it is not). The scripts refuse before they write
     anything that would be left half-done, so after this error the holder still holds what
     it held (a failed release keeps the hold; a failed acquire holds nothing). The ACL
     profile each kind needs is in ``docs/acl.md``.
@@ -233,8 +241,10 @@ class KindConflictError(RedisLockError, _RedisResponseError):
 
     A ``Lock``, ``MultiLock``, ``FairLock`` or ``Redlock`` stores a string at the lock key;
     an ``RLock``, ``ReadWriteLock`` or ``Semaphore`` stores a hash. Also a
-    ``redis.exceptions.ResponseError`` whose message starts with ``WRONGTYPE``. Nothing was
-    written. Use another name or another ``prefix`` for one of them.
+    ``redis.exceptions.ResponseError`` whose message starts with ``WRONGTYPE`` (with a
+    valkey-py client too: catch this class or :class:`RedisLockError`; it is not a
+    ``valkey.exceptions.ResponseError``). Nothing was written. Use another name or another
+    ``prefix`` for one of them.
 
     Attributes:
         name: the lock name (None if the key is not a redislock lock key).

@@ -10,11 +10,7 @@ holds and waiters are identified by their short ``token_tag`` (and a permit by i
 
 from __future__ import annotations
 
-import redis
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.cluster
-
+from redislock import _clients
 from redislock._core.inspection import (
     HoldInfo,
     Kind,
@@ -26,8 +22,10 @@ from redislock._core.inspection import (
 )
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock.aio._driver import run as arun_flow
+from redislock.aio._flavour import Client as AsyncClient
 from redislock.errors import LockConfigError
 from redislock.sync._driver import run as run_flow
+from redislock.sync._flavour import Client
 
 __all__ = [
     "HoldInfo",
@@ -40,18 +38,17 @@ __all__ = [
     "inspect",
 ]
 
-_ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-_SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
+_ASYNC_CLIENTS = _clients.ASYNC_CLIENTS
+_SYNC_CLIENTS = _clients.SYNC_CLIENTS
 
 
-def inspect(
-    client: redis.Redis | redis.cluster.RedisCluster, name: str, *, prefix: str = DEFAULT_PREFIX
-) -> LockInfo:
+def inspect(client: Client, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo:
     """What is stored under lock ``name``, whatever its kind (Lock, RLock, ReadWriteLock,
     FairLock, Semaphore, a MultiLock name), as one snapshot; read-only.
 
     Args:
-        client: a sync ``redis.Redis`` or ``redis.cluster.RedisCluster`` (either
+        client: a sync ``redis.Redis`` or ``redis.cluster.RedisCluster``, or valkey-py's
+            ``valkey.Valkey`` or ``valkey.cluster.ValkeyCluster`` (either
             ``decode_responses`` setting).
         name: the lock name, as given to the lock.
         prefix: the key prefix the lock was built with.
@@ -64,19 +61,20 @@ def inspect(
         LockConfigError: a bad ``name`` or ``prefix``, or ``client`` is not one of those
             (an asyncio client: use :func:`ainspect`); raised before any I/O.
         redis.exceptions.RedisError: from the client, as redis-py raised it (e.g.
-            ``ConnectionError``, ``TimeoutError``, ``NoPermissionError``).
+            ``ConnectionError``, ``TimeoutError``, ``NoPermissionError``); valkey-py's
+            ``valkey.exceptions.ValkeyError`` from a valkey-py client.
         UnexpectedReplyError: the server replied something redislock cannot read.
     """
     if not isinstance(client, _SYNC_CLIENTS):
         raise LockConfigError(
-            "inspect() needs a redis.Redis or redis.cluster.RedisCluster (for asyncio use "
+            f"inspect() needs {_clients.SYNC_CLIENTS_TEXT} (for asyncio use "
             f"ainspect()), got {type(client).__name__}"
         )
     return run_flow(client, inspection_flow(name, prefix))
 
 
 async def ainspect(
-    client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
+    client: AsyncClient,
     name: str,
     *,
     prefix: str = DEFAULT_PREFIX,
@@ -84,7 +82,8 @@ async def ainspect(
     """The asyncio twin of :func:`inspect`: the same snapshot, through an asyncio client.
 
     Args:
-        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``, or
+            valkey-py's ``valkey.asyncio.Valkey`` or ``valkey.asyncio.cluster.ValkeyCluster``
             (either ``decode_responses`` setting).
         name: the lock name, as given to the lock.
         prefix: the key prefix the lock was built with.
@@ -95,12 +94,13 @@ async def ainspect(
     Raises:
         LockConfigError: a bad ``name`` or ``prefix``, or ``client`` is not one of those
             (a sync client: use :func:`inspect`); raised before any I/O.
-        redis.exceptions.RedisError: from the client, as redis-py raised it.
+        redis.exceptions.RedisError: from the client, as redis-py raised it (a valkey-py
+            client raises ``valkey.exceptions.ValkeyError``).
         UnexpectedReplyError: the server replied something redislock cannot read.
     """
     if not isinstance(client, _ASYNC_CLIENTS):
         raise LockConfigError(
-            "ainspect() needs a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+            f"ainspect() needs {_clients.ASYNC_CLIENTS_TEXT} "
             f"(for a sync client use inspect()), got {type(client).__name__}"
         )
     return await arun_flow(client, inspection_flow(name, prefix))

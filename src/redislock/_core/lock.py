@@ -21,9 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Self
 
-from redis.exceptions import ResponseError
-
 from redislock import metrics
+from redislock._clients import RESPONSE_ERRORS
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.features import Features
@@ -494,7 +493,7 @@ class LockCore:
         if deleted == 1:
             yield from self._after_native_release(replies[2:])
             return "ok"
-        if isinstance(deleted, ResponseError):  # unknown command, or not in the ACL
+        if isinstance(deleted, RESPONSE_ERRORS):  # unknown command, or not in the ACL
             feats.delete = ""
         repeat = isinstance(old, bytes | str) and _as_bytes(old) == _as_bytes(memo)
         return (yield self._release_fallback(h.token, fresh=not repeat))
@@ -635,7 +634,7 @@ class LockCore:
         if reply is True or (isinstance(reply, bytes | str) and as_str(reply) == "OK"):
             h.expires_at = sent + ms / 1000.0
             return "ok", ms / 1000.0
-        if isinstance(reply, ResponseError):  # unknown option, or not in the ACL
+        if isinstance(reply, RESPONSE_ERRORS):  # unknown option, or not in the ACL
             feats.set_ifeq = False
         return "", 0.0
 
@@ -804,7 +803,7 @@ class LockCore:
                 h.expires_at = sent + ms / 1000.0
                 return self.renewal_done(h, "ok", sent)
         if isinstance(reply, BaseException):
-            if isinstance(reply, ResponseError):
+            if isinstance(reply, RESPONSE_ERRORS):
                 reply = script_error(reply) or reply
             return self.renewal_error(h, reply)
         try:

@@ -15,13 +15,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
-from redis import exceptions as redis_exceptions
-from redis.exceptions import (
-    OutOfMemoryError,
-    ReadOnlyError,
-    ResponseError,
-)
-
+from redislock._clients import NO_PERMISSION_ERRORS, RESPONSE_ERRORS, errors_of
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.errors import KindConflictError, NoPermissionError, UnexpectedReplyError
 
@@ -223,8 +217,8 @@ def as_int(value: object) -> int:
 
 
 _WRAPPED = (
-    ("-READONLY", ReadOnlyError),
-    ("-OOM", OutOfMemoryError),
+    ("-READONLY", "ReadOnlyError"),
+    ("-OOM", "OutOfMemoryError"),
 )
 
 _SCRIPT_REFUSED = "user executing the script can't"
@@ -246,7 +240,7 @@ def no_permission(text: str) -> NoPermissionError:
     return NoPermissionError(text, found[1].upper() if found else None)
 
 
-def script_error(exc: ResponseError) -> ResponseError | None:
+def script_error(exc: Exception) -> Exception | None:
     """The typed error inside a command's failure, or None if there is none.
 
     An ACL refusal becomes :class:`redislock.errors.NoPermissionError` (a redis-py
@@ -254,14 +248,15 @@ def script_error(exc: ResponseError) -> ResponseError | None:
     Redis reports a command refused inside a script as ``Error running script ...:
     -READONLY You can't write against a read only replica``; redis-py then raises a plain
     ``ResponseError``. Unwrapped, it is the ``ReadOnlyError`` (or ``OutOfMemoryError``) that
-    callers and redis-py's Sentinel failover handling expect.
+    callers and redis-py's Sentinel failover handling expect (valkey-py's class for an error
+    of a valkey-py client).
     """
     if isinstance(exc, NoPermissionError | KindConflictError):
         return None  # typed already
     text = str(exc)
-    if isinstance(exc, redis_exceptions.NoPermissionError):
+    if isinstance(exc, NO_PERMISSION_ERRORS):
         return no_permission(text)
-    if type(exc) is not ResponseError:
+    if type(exc) not in RESPONSE_ERRORS:
         return None
     at = text.find("-NOPERM")
     if at >= 0:
@@ -273,7 +268,8 @@ def script_error(exc: ResponseError) -> ResponseError | None:
     for marker, cls in _WRAPPED:
         at = text.find(marker)
         if at >= 0:
-            return cls(text[at + len(marker) :].strip())
+            wrapped: Exception = getattr(errors_of(exc), cls)(text[at + len(marker) :].strip())
+            return wrapped
     return None
 
 
@@ -289,7 +285,7 @@ _HOLD_MODES = {
 _NAMED_KEY = re.compile(r"\(redislock key: (.*)\)\s*$")
 
 
-def error_flow(exc: ResponseError, op: Op) -> Flow[BaseException]:
+def error_flow(exc: Exception, op: Op) -> Flow[BaseException]:
     """The error to raise for ``exc``, which ``op`` failed with: as :func:`script_error`,
     and a ``WRONGTYPE`` from a script becomes :class:`KindConflictError` naming both kinds.
 
@@ -342,7 +338,7 @@ def _flat(reply: object) -> list[object]:
 def _typed(reply: object) -> object:
     """A reply as the drivers hand it to a flow: a failure as the typed error inside it (see
     :func:`script_error`)."""
-    if isinstance(reply, ResponseError):
+    if isinstance(reply, RESPONSE_ERRORS):
         return script_error(reply) or reply
     return reply
 
@@ -387,7 +383,7 @@ def _decode_tail(replicas: int, run_id: bool, tail: list[object]) -> tuple[int, 
         acks = as_int(reply)
     if run_id:
         reply = _typed(tail[at])
-        if isinstance(reply, ResponseError):  # INFO refused (ACL): run_id unknown
+        if isinstance(reply, RESPONSE_ERRORS):  # INFO refused (ACL): run_id unknown
             reply = None
         elif isinstance(reply, Exception):
             return reply

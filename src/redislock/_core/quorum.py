@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self, cast
 
 import hiredis
-from redis.exceptions import ResponseError
 
+from redislock._clients import RESPONSE_ERRORS
 from redislock._core import validate
 from redislock._core.lock import Holding, LockCore, LockStatistics, holder_meta, new_token
 from redislock._core.ops import Call, Eval, FanOut, Flow, NodeLateError, Sleep, as_int, as_str
@@ -194,7 +194,7 @@ class RedlockCore(LockCore):
             if isinstance(reply, dict):
                 found = reply.get("run_id")
                 m.run_id = "" if found is None else as_str(found)
-            elif isinstance(reply, ResponseError):  # INFO refused (ACL): stop asking
+            elif isinstance(reply, RESPONSE_ERRORS):  # INFO refused (ACL): stop asking
                 m.run_id = ""
         seen: dict[str, int] = {}
         for i, m in enumerate(memories):

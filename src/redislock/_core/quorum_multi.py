@@ -20,8 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import ResponseError
-
+from redislock._clients import RESPONSE_ERRORS
 from redislock._core.keys import LockKeys
 from redislock._core.lock import Holding, LockStatistics
 from redislock._core.multi import Busy, MultiCore, MultiHolding, check_names, label
@@ -51,7 +50,7 @@ def parallel(
         try:
             if reply is _FIRST:
                 op = next(flow)
-            elif isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
+            elif isinstance(reply, BaseException) and not isinstance(reply, RESPONSE_ERRORS):
                 flow.close()
                 results[i], ops[i] = reply, None
                 return

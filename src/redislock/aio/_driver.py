@@ -8,8 +8,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, TypeVar
 
-from redis.exceptions import NoScriptError, ResponseError
-
+from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
 from redislock._core.features import Features, parse_info
 from redislock._core.ops import (
     Acked,
@@ -50,7 +49,7 @@ async def features(client: Any) -> Features:
     if feats is None:
         try:
             info = await client.execute_command("INFO", "server")
-        except ResponseError:
+        except RESPONSE_ERRORS:
             info = None
         feats = _FEATURES.setdefault(client, parse_info(info))
     return feats
@@ -71,7 +70,7 @@ async def execute(client: Any, op: Op) -> Any:
             return await _perform(client, op)
         async with gate:
             return await _perform(client, op)
-    except ResponseError as exc:  # an ACL refusal, a name used by two kinds: typed errors
+    except RESPONSE_ERRORS as exc:  # an ACL refusal, a name used by two kinds: typed errors
         typed = await run(client, error_flow(exc, op))
         if typed is exc:
             raise
@@ -88,10 +87,10 @@ async def _perform(client: Any, op: Op) -> Any:
                 if op.encoded:  # the same EVALSHA, its keys encoded once by the core
                     return await client.execute_command("EVALSHA", *op.encoded, *op.args)
                 return await client.evalsha(op.script.sha, n, *op.keys, *op.args)
-            except NoScriptError:
+            except NO_SCRIPT_ERRORS:
                 # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.
                 return await client.eval(op.script.source, n, *op.keys, *op.args)
-        except ResponseError as exc:
+        except RESPONSE_ERRORS as exc:
             typed = script_error(exc)
             if typed is None:
                 raise
@@ -122,7 +121,7 @@ async def _replicated(client: Any, op: Replicated) -> Acked:
         reply = acked(op, await pipe.execute(raise_on_error=False))
         if isinstance(reply, Acked):
             return reply
-        if isinstance(reply, NoScriptError) and not load:
+        if isinstance(reply, NO_SCRIPT_ERRORS) and not load:
             load = True  # after SCRIPT FLUSH, a restart or a failover: EVAL sends the body
             continue
         raise reply
@@ -208,7 +207,7 @@ async def run_batch(client: Any, batch: Batch[Any]) -> None:
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):
-            if isinstance(reply, NoScriptError):  # EVAL it alone; that loads the script
+            if isinstance(reply, NO_SCRIPT_ERRORS):  # EVAL it alone; that loads the script
                 try:
                     replies[k] = await execute(client, op)
                 except Exception as exc:

@@ -12,8 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError, ResponseError
-
+from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
 from redislock._core.quorum import (
     IDLE_CAP,
@@ -139,7 +138,7 @@ async def _drain(client: Any, memory: MasterMemory, lane: Lane, item: Queued | N
             raise
         except Exception as exc:  # handed to the round
             failure = exc
-        if failure is None or isinstance(failure, ResponseError):
+        if failure is None or isinstance(failure, RESPONSE_ERRORS):
             await _warm(client, lane)
             if time.monotonic() - began <= item.timeout:
                 memory.suspect = False  # healthy again: the fast path next time
@@ -180,7 +179,7 @@ async def _read(client: Any, conn: Any, op: Eval | Call, command: str | int) -> 
     try:
         try:
             reply = await conn.read_response(timeout=math.inf)
-        except NoScriptError:
+        except NO_SCRIPT_ERRORS:
             # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
             assert isinstance(op, Eval)
             n = len(op.keys)
@@ -189,7 +188,7 @@ async def _read(client: Any, conn: Any, op: Eval | Call, command: str | int) -> 
             reply = await conn.read_response(timeout=math.inf)
         callback = client.response_callbacks.get(command)
         return (reply if callback is None else callback(reply)), True
-    except ResponseError as exc:  # the connection is fine; the command failed
+    except RESPONSE_ERRORS as exc:  # the connection is fine; the command failed
         return script_error(exc) or exc, True
     except (TimeoutError, asyncio.CancelledError):
         raise

@@ -9,24 +9,45 @@ import asyncio
 from collections.abc import Coroutine, Generator
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Final, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar, Union
 
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.lock
 
+from redislock import _clients
 from redislock.errors import LockUsageError
 
 NAME: Final = "asyncio"
-CLIENTS: Final = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-CLIENTS_TEXT: Final = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"
+CLIENTS: Final = _clients.ASYNC_CLIENTS
+"""The client classes the shells take: redis-py's, and valkey-py's when it is installed."""
+CLIENTS_TEXT: Final = _clients.ASYNC_CLIENTS_TEXT
 
-Client: TypeAlias = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
-"""The client types the shells take (a sync client or a URL fails the type check)."""
+REDIS_PY_CLIENTS: Final = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+"""The client classes the redis-py drop-in takes (:mod:`redislock.compat`: redis-py's only)."""
+REDIS_PY_CLIENTS_TEXT: Final = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"
 
-Master: TypeAlias = redis.asyncio.Redis
-"""The client type of one Redlock master."""
-MASTER_TEXT: Final = "a redis.asyncio.Redis"
+MASTERS: Final = _clients.ASYNC_MASTERS
+"""The client classes of one Redlock master."""
+MASTER_TEXT: Final = _clients.ASYNC_MASTERS_TEXT
+
+if TYPE_CHECKING:
+    import valkey.asyncio
+    import valkey.asyncio.cluster
+
+    Client: TypeAlias = (
+        redis.asyncio.Redis
+        | redis.asyncio.cluster.RedisCluster
+        | valkey.asyncio.Valkey
+        | valkey.asyncio.cluster.ValkeyCluster
+    )
+    """The client types the shells take (a sync client or a URL fails the type check)."""
+
+    Master: TypeAlias = redis.asyncio.Redis | valkey.asyncio.Valkey
+    """The client type of one Redlock master."""
+else:  # the same unions, of the libraries installed (valkey-py is optional)
+    Client = Union[CLIENTS]  # noqa: UP007
+    Master = Union[MASTERS]  # noqa: UP007
 
 RedisPyLockBase: TypeAlias = redis.asyncio.lock.Lock
 """redis-py's asyncio lock class, which :class:`redislock.compat.AsyncRedisPyLock` extends."""

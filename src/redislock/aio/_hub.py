@@ -20,11 +20,7 @@ import time
 import weakref
 from typing import Any
 
-import redis.asyncio.cluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ResponseError
-
+from redislock._clients import ASYNC_CLUSTERS, RESPONSE_ERRORS, family_of
 from redislock._core.ops import Keep, Wait
 from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
 
@@ -186,7 +182,7 @@ class _Hub:
                 # Errors surface here instead of a reconnection inside redis-py: a closed
                 # client then stops the reader (no waiter left), and every waiter re-checks.
                 await ps.connect()
-                saved, ps.connection.retry = ps.connection.retry, Retry(NoBackoff(), 0)
+                saved, ps.connection.retry = ps.connection.retry, _no_retry(ps)
                 await self._serve(ps)
                 idle = True
             except Exception:
@@ -222,7 +218,7 @@ class _Hub:
             soon = self.board.next_check(now)
             try:
                 msg = await ps.get_message(timeout=_READ if soon is None else min(soon, _READ))
-            except ResponseError as exc:  # an error reply: the connection is fine
+            except RESPONSE_ERRORS as exc:  # an error reply: the connection is fine
                 self._wake(self.board.refused(*refusal(exc)))
                 continue
             self._handle(msg)
@@ -240,17 +236,30 @@ class _Hub:
             self.board.unsubscribed(channel)
 
 
+def _no_retry(ps: Any) -> Any:
+    """A ``Retry`` that never retries, of the library of the PubSub ``ps``."""
+    family = family_of(ps.connection)
+    return family.async_retry(family.no_backoff(), 0)
+
+
 def _pubsub(client: Any) -> Any:
     """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
     picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return client.pubsub(node=client.get_random_node())
+    if isinstance(client, ASYNC_CLUSTERS):
+        node = client.get_random_node()
+        if hasattr(client, "pubsub"):
+            return client.pubsub(node=node)
+        # valkey-py's asyncio ValkeyCluster has no pubsub(): a PubSub on the node's own
+        # connection settings (its one connection is closed with the PubSub)
+        family = family_of(client)
+        pool = family.async_pool(connection_class=node.connection_class, **node.connection_kwargs)
+        return family.async_client(connection_pool=pool).pubsub()
     return client.pubsub()
 
 
 def _slot(client: Any) -> Any:
     """How waiter leases are grouped into calls: by hash slot on a Cluster."""
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+    if isinstance(client, ASYNC_CLUSTERS):
         return client.keyslot
     return None
 

@@ -10,11 +10,12 @@ from typing import Any, Literal, Self
 
 from redis.exceptions import LockError, LockNotOwnedError
 
+from redislock import _clients
 from redislock._core import validate
 from redislock._core.compat import CompatArgumentError, CompatCore, check_name, lease_lost
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.options import DEFAULT_WATCHDOG_LEASE, LockOptions
-from redislock._handle import _SENTINEL_POOLS, Unit
+from redislock._handle import Unit
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.errors import LockConfigError, LockLostError, NotOwnedError
@@ -85,9 +86,10 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
         watchdog_lease: float = DEFAULT_WATCHDOG_LEASE,
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
-        if not isinstance(redis, _flavour.CLIENTS):
+        if not isinstance(redis, _flavour.REDIS_PY_CLIENTS):
             raise LockConfigError(
-                f"{type(self).__name__} needs {_flavour.CLIENTS_TEXT}, got {type(redis).__name__}"
+                f"{type(self).__name__} needs {_flavour.REDIS_PY_CLIENTS_TEXT} (redis-py's "
+                f"clients only), got {type(redis).__name__}"
             )
         self._name = check_name(name)
         validate.check_timeout("sleep", sleep)
@@ -98,7 +100,8 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
             on_lost=on_lost,
             prefix=prefix,
         )
-        self._sentinel = isinstance(getattr(redis, "connection_pool", None), _SENTINEL_POOLS)
+        pool = getattr(redis, "connection_pool", None)
+        self._sentinel = isinstance(pool, _clients.SENTINEL_POOLS)
         super().__init__(
             redis,
             self._name,

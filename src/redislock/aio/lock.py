@@ -44,9 +44,10 @@ class AsyncLock(AsyncLease):
             await write(data, fence=lock.fencing_token)
 
     Args:
-        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``;
-            ``decode_responses`` either way. Give it a ``socket_timeout`` so a dead network
-            cannot hang renewal.
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``, or valkey-py's
+            ``valkey.asyncio.Valkey`` or ``valkey.asyncio.ValkeyCluster`` (whose own errors
+            are valkey-py's classes); ``decode_responses`` either way. Give it a
+            ``socket_timeout`` so a dead network cannot hang renewal.
         name: lock name: non-empty str, at most 1024 UTF-8 bytes, no control characters,
             not starting with ``}``.
         ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.

@@ -40,7 +40,8 @@ class AsyncMultiLock(AsyncLock):
             await transfer(7, 9, fences=fences)
 
     Args:
-        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` (names are
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``, or valkey-py's
+            ``valkey.asyncio.Valkey`` or ``valkey.asyncio.ValkeyCluster`` (names are
             grouped by hash slot, one script per slot); ``decode_responses`` either way.
         names: iterable of lock names (1 to 1,000,000 items, each as for
             :class:`AsyncLock`); duplicates are dropped. A single ``str`` is rejected.

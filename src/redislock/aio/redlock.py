@@ -43,10 +43,10 @@ class AsyncRedlock(AsyncLock):
             ...
 
     Args:
-        masters: 3 or more ``redis.asyncio.Redis`` clients, one per independent master
-            (not replicas of each other); give each a ``socket_timeout`` and
-            ``retry=Retry(NoBackoff(), 0)`` (redis-py's default retries back off for
-            seconds when a master's connection dies).
+        masters: 3 or more ``redis.asyncio.Redis`` (or ``valkey.asyncio.Valkey``) clients,
+            one per independent master (not replicas of each other); give each a
+            ``socket_timeout`` and ``retry=Retry(NoBackoff(), 0)`` (redis-py's default
+            retries back off for seconds when a master's connection dies).
         name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease, prefix: as
             for :class:`AsyncLock` (seconds).
         node_timeout: seconds to wait for the masters in one round; default a tenth of the
@@ -78,7 +78,7 @@ class AsyncRedlock(AsyncLock):
     def _connect(self, client: Any) -> Any:
         """Check the masters (raises :class:`LockConfigError`); their fan-out driver."""
         hint = f"{_flavour.MASTER_TEXT} ({self._counterpart()}; no cluster)"
-        return AsyncMasters(client, check_masters(client, (_flavour.Master,), hint))
+        return AsyncMasters(client, check_masters(client, _flavour.MASTERS, hint))
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
         masters: AsyncMasters = self._client

@@ -17,8 +17,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-import redis.asyncio
-
+from redislock._clients import ASYNC_SINGLE
 from redislock._core.lock import Holding
 from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
@@ -186,7 +185,7 @@ def _client_of(lock: Renewable) -> object:
 
 def _pipelines(client: object) -> bool:
     # A RedisCluster pipeline may span nodes; one hung node must not hold up the others.
-    return isinstance(client, redis.asyncio.Redis)
+    return isinstance(client, ASYNC_SINGLE)
 
 
 _renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRenewer] = (

@@ -66,7 +66,8 @@ class AsyncSemaphore(Handle):
             run_job(fence=permit.fencing_token)
 
     Args:
-        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``, or valkey-py's
+            ``valkey.asyncio.Valkey`` or ``valkey.asyncio.ValkeyCluster``.
         name: the semaphore name (rules as for :class:`~redislock.Lock`).
         permits: the permit count, 1 to 1,000,000.
         ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,

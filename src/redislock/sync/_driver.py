@@ -10,8 +10,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, TypeVar
 
-from redis.exceptions import NoScriptError, ResponseError
-
+from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
 from redislock._core.features import Features, parse_info
 from redislock._core.ops import (
     Acked,
@@ -52,7 +51,7 @@ def features(client: Any) -> Features:
     if feats is None:
         try:
             info = client.execute_command("INFO", "server")
-        except ResponseError:
+        except RESPONSE_ERRORS:
             info = None
         feats = _FEATURES.setdefault(client, parse_info(info))
     return feats
@@ -73,7 +72,7 @@ def execute(client: Any, op: Op) -> Any:
             return _perform(client, op)
         with gate:
             return _perform(client, op)
-    except ResponseError as exc:  # an ACL refusal, a name used by two kinds: typed errors
+    except RESPONSE_ERRORS as exc:  # an ACL refusal, a name used by two kinds: typed errors
         typed = run(client, error_flow(exc, op))
         if typed is exc:
             raise
@@ -90,10 +89,10 @@ def _perform(client: Any, op: Op) -> Any:
                 if op.encoded:  # the same EVALSHA, its keys encoded once by the core
                     return client.execute_command("EVALSHA", *op.encoded, *op.args)
                 return client.evalsha(op.script.sha, n, *op.keys, *op.args)
-            except NoScriptError:
+            except NO_SCRIPT_ERRORS:
                 # After SCRIPT FLUSH, a restart or a failover: EVAL sends the body.
                 return client.eval(op.script.source, n, *op.keys, *op.args)
-        except ResponseError as exc:
+        except RESPONSE_ERRORS as exc:
             typed = script_error(exc)
             if typed is None:
                 raise
@@ -124,7 +123,7 @@ def _replicated(client: Any, op: Replicated) -> Acked:
         reply = acked(op, pipe.execute(raise_on_error=False))
         if isinstance(reply, Acked):
             return reply
-        if isinstance(reply, NoScriptError) and not load:
+        if isinstance(reply, NO_SCRIPT_ERRORS) and not load:
             load = True  # after SCRIPT FLUSH, a restart or a failover: EVAL sends the body
             continue
         raise reply
@@ -202,7 +201,7 @@ def run_batch(client: Any, batch: Batch[Any]) -> None:
         except Exception as exc:  # the connection failed: every flow gets the error
             replies = [exc] * len(ops)
         for k, (op, reply) in enumerate(zip(ops, replies, strict=True)):
-            if isinstance(reply, NoScriptError):  # EVAL it alone; that loads the script
+            if isinstance(reply, NO_SCRIPT_ERRORS):  # EVAL it alone; that loads the script
                 try:
                     replies[k] = execute(client, op)
                 except Exception as exc:

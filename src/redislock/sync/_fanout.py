@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import hiredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
 
+from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS, family_of
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
 from redislock._core.quorum import (
     IDLE_CAP,
@@ -64,6 +63,13 @@ _BUSY = "not sent: the master is still busy with an earlier command"
 _LATE = "no answer in time"
 
 
+def _connection_error(conn: Any, text: str) -> Exception:
+    """The ``ConnectionError`` of the library of ``conn`` (redis-py's or valkey-py's), as
+    its own code would raise it."""
+    error: Exception = family_of(conn).errors.ConnectionError(text)
+    return error
+
+
 def _connected(conn: Any) -> bool:
     found = getattr(conn, "is_connected", None)
     if isinstance(found, bool):
@@ -105,7 +111,7 @@ def _send(conn: Any, packed: Any) -> None:
             done = 0
         except OSError as exc:
             conn.disconnect()
-            raise RedisConnectionError(f"Error while writing to socket: {exc}") from exc
+            raise _connection_error(conn, f"Error while writing to socket: {exc}") from exc
         if done == len(data):
             return
         packed = [memoryview(data)[done:]]
@@ -127,10 +133,10 @@ def _pull(conn: Any) -> None:
         return
     except OSError as exc:
         conn.disconnect()
-        raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
+        raise _connection_error(conn, f"Error while reading from socket: {exc}") from exc
     if not data:
         conn.disconnect()
-        raise RedisConnectionError("Connection closed by server.")
+        raise _connection_error(conn, "Connection closed by server.")
     reader.feed(data)
 
 
@@ -143,7 +149,7 @@ def _read(
         try:
             _pull(conn)
             return client.parse_response(conn, command), True
-        except NoScriptError:
+        except NO_SCRIPT_ERRORS:
             # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
             assert isinstance(op, Eval)
             n = len(op.keys)
@@ -152,7 +158,7 @@ def _read(
                 conn.disconnect()
                 return NodeLateError(_LATE), False
             return client.parse_response(conn, "EVAL"), True
-    except ResponseError as exc:  # the connection is fine; the command failed
+    except RESPONSE_ERRORS as exc:  # the connection is fine; the command failed
         return script_error(exc) or exc, True
     except Exception as exc:
         conn.disconnect()
@@ -198,7 +204,7 @@ def _drain(client: Any, memory: MasterMemory, item: Queued | None) -> None:
             reply = execute(client, item.op)
         except BaseException as exc:  # handed to the round; a worker thread never dies
             failure = exc
-        if failure is None or isinstance(failure, ResponseError):
+        if failure is None or isinstance(failure, RESPONSE_ERRORS):
             _warm(client, memory)
             if time.monotonic() - began <= item.timeout:
                 memory.suspect = False  # healthy again: the fast path next time

@@ -7,22 +7,41 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Annotated, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, Final, TypeAlias, TypeVar, Union
 
 import redis
 import redis.cluster
 import redis.lock
 
+from redislock import _clients
+
 NAME: Final = "sync"
-CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
-CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"
+CLIENTS: Final = _clients.SYNC_CLIENTS
+"""The client classes the shells take: redis-py's, and valkey-py's when it is installed."""
+CLIENTS_TEXT: Final = _clients.SYNC_CLIENTS_TEXT
 
-Client: TypeAlias = redis.Redis | redis.cluster.RedisCluster
-"""The client types the shells take (an asyncio client or a URL fails the type check)."""
+REDIS_PY_CLIENTS: Final = (redis.Redis, redis.cluster.RedisCluster)
+"""The client classes the redis-py drop-in takes (:mod:`redislock.compat`: redis-py's only)."""
+REDIS_PY_CLIENTS_TEXT: Final = "a redis.Redis or redis.cluster.RedisCluster"
 
-Master: TypeAlias = redis.Redis
-"""The client type of one Redlock master."""
-MASTER_TEXT: Final = "a redis.Redis"
+MASTERS: Final = _clients.SYNC_MASTERS
+"""The client classes of one Redlock master."""
+MASTER_TEXT: Final = _clients.SYNC_MASTERS_TEXT
+
+if TYPE_CHECKING:
+    import valkey
+    import valkey.cluster
+
+    Client: TypeAlias = (
+        redis.Redis | redis.cluster.RedisCluster | valkey.Valkey | valkey.cluster.ValkeyCluster
+    )
+    """The client types the shells take (an asyncio client or a URL fails the type check)."""
+
+    Master: TypeAlias = redis.Redis | valkey.Valkey
+    """The client type of one Redlock master."""
+else:  # the same unions, of the libraries installed (valkey-py is optional)
+    Client = Union[CLIENTS]  # noqa: UP007
+    Master = Union[MASTERS]  # noqa: UP007
 
 RedisPyLockBase: TypeAlias = redis.lock.Lock
 """redis-py's lock class, which :class:`redislock.compat.RedisPyLock` extends."""

@@ -24,9 +24,7 @@ import time
 import weakref
 from typing import Any
 
-import redis.cluster
-from redis.exceptions import ResponseError
-
+from redislock._clients import RESPONSE_ERRORS, SYNC_CLUSTERS
 from redislock._core.ops import Keep, Wait
 from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
 
@@ -240,7 +238,7 @@ class _Hub:
                 # a whole reply is on its way: read it without a timeout
                 try:
                     self._handle(ps.handle_message(ps.parse_response(block=True)))
-                except ResponseError as exc:  # an error reply: the connection is fine
+                except RESPONSE_ERRORS as exc:  # an error reply: the connection is fine
                     with self.lock:
                         woken = self.board.refused(*refusal(exc))
                     self._wake(woken)
@@ -271,14 +269,14 @@ class _Hub:
 def _pubsub(client: Any) -> Any:
     """A PubSub of ``client``; on a Cluster, on a node picked at random (each reconnection
     picks again, so a dead node is left): a PUBLISH reaches every node of the cluster."""
-    if isinstance(client, redis.cluster.RedisCluster):
-        return client.pubsub(node=client.get_random_node())  # type: ignore[no-untyped-call]
+    if isinstance(client, SYNC_CLUSTERS):
+        return client.pubsub(node=client.get_random_node())
     return client.pubsub()
 
 
 def _slot(client: Any) -> Any:
     """How waiter leases are grouped into calls: by hash slot on a Cluster."""
-    if isinstance(client, redis.cluster.RedisCluster):
+    if isinstance(client, SYNC_CLUSTERS):
         return client.keyslot
     return None
 

@@ -42,9 +42,10 @@ class Lock(Lease):
             write(data, fence=lock.fencing_token)
 
     Args:
-        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``;
-            ``decode_responses`` either way. Give it a ``socket_timeout`` so a dead network
-            cannot hang renewal.
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``, or valkey-py's
+            ``valkey.Valkey`` or ``valkey.cluster.ValkeyCluster`` (whose own errors
+            are valkey-py's classes); ``decode_responses`` either way. Give it a
+            ``socket_timeout`` so a dead network cannot hang renewal.
         name: lock name: non-empty str, at most 1024 UTF-8 bytes, no control characters,
             not starting with ``}``.
         ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.

@@ -39,7 +39,8 @@ class MultiLock(Lock):
             transfer(7, 9, fences=fences)
 
     Args:
-        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` (names are
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``, or valkey-py's
+            ``valkey.Valkey`` or ``valkey.cluster.ValkeyCluster`` (names are
             grouped by hash slot, one script per slot); ``decode_responses`` either way.
         names: iterable of lock names (1 to 1,000,000 items, each as for
             :class:`Lock`); duplicates are dropped. A single ``str`` is rejected.

@@ -33,7 +33,8 @@ class MultiRedlock(Redlock):
             transfer(7, 9, fences=accounts.fencing_tokens)
 
     Args:
-        masters: 3 or more ``redis.Redis`` clients, one per independent master.
+        masters: 3 or more ``redis.Redis`` (or ``valkey.Valkey``) clients,
+            one per independent master.
         names: iterable of lock names (as for :class:`MultiLock`); duplicates dropped.
         ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease, node_timeout,
         drift_factor, retry_delay, fencing, prefix: as for :class:`Redlock` (seconds).

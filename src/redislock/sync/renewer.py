@@ -21,8 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import redis
-
+from redislock._clients import SYNC_SINGLE
 from redislock._core.lock import Holding
 from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
@@ -183,7 +182,7 @@ def _client_of(lock: Renewable) -> object:
 
 def _pipelines(client: object) -> bool:
     # A RedisCluster pipeline may span nodes; one hung node must not hold up the others.
-    return isinstance(client, redis.Redis)
+    return isinstance(client, SYNC_SINGLE)
 
 
 def _lock_renew(lock: Renewable) -> bool:

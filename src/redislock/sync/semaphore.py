@@ -68,7 +68,8 @@ class Semaphore(Handle):
             run_job(fence=permit.fencing_token)
 
     Args:
-        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``, or valkey-py's
+            ``valkey.Valkey`` or ``valkey.cluster.ValkeyCluster``.
         name: the semaphore name (rules as for :class:`~redislock.Lock`).
         permits: the permit count, 1 to 1,000,000.
         ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,

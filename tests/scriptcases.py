@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from redislock._clients import RESPONSE_ERRORS
 from redislock._core.codec import encode_lock_value
 from redislock._core.keys import GRANT_SUFFIX, FairKeys, HoldKeys, LockKeys
 from redislock._core.lock import DONE_MS, LockCore
@@ -455,7 +456,7 @@ def run_case(r: redis.Redis, case: Case) -> None:
         ps.psubscribe("*")
         assert ps.get_message(timeout=5) is not None  # the subscription is live
         if isinstance(case.reply, Error):
-            with pytest.raises(redis.ResponseError, match=re.escape(case.reply.text)):
+            with pytest.raises(RESPONSE_ERRORS, match=re.escape(case.reply.text)):
                 r.eval(script.source, len(case.keys), *case.keys, *args)
         else:
             reply = norm(r.eval(script.source, len(case.keys), *case.keys, *args))

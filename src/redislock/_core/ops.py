@@ -283,6 +283,9 @@ _HOLD_MODES = {
     "w": "an RLock or a ReadWriteLock's writer",
 }
 _NAMED_KEY = re.compile(r"\(redislock key: (.*)\)\s*$")
+_WRONGTYPE_6_2 = re.compile(
+    r"Error running script \(call to f_[0-9a-f]+\): @user_script:\d+: WRONGTYPE "
+)
 
 
 def error_flow(exc: Exception, op: Op) -> Flow[BaseException]:
@@ -297,7 +300,10 @@ def error_flow(exc: Exception, op: Op) -> Flow[BaseException]:
     if typed is not None:
         return typed
     text = str(exc)
-    if not isinstance(op, Eval | Replicated) or not text.startswith("WRONGTYPE"):
+    # Redis 7+: "WRONGTYPE ... script: ..."; 6.2: "Error running script (call to f_...):
+    # @user_script:345: WRONGTYPE ..."
+    wrong = text.startswith("WRONGTYPE") or _WRONGTYPE_6_2.match(text) is not None
+    if not isinstance(op, Eval | Replicated) or not wrong:
         return exc
     ev = op.op if isinstance(op, Replicated) else op
     named = _NAMED_KEY.search(text)

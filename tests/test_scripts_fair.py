@@ -496,6 +496,15 @@ CASES = [
         after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
     ),
     Case(
+        "fair-release-repeat-grants-the-free-lock",  # a native release whose kick was lost
+        "fair",
+        FULL,
+        (*fair_args("release"), DONE_MS),
+        "ok",
+        setup=[("SET", K.done, TOKEN, "PX", 60000), *waiter(OTHER)],
+        after=[*granted(OTHER, 1, 8000)],
+    ),
+    Case(
         "fair-release-fresh-does-not-trust-the-done-key",  # the native try just wrote it
         "fair",
         FULL,

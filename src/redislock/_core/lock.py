@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Self
 
 from redislock import metrics
-from redislock._clients import RESPONSE_ERRORS
+from redislock._clients import (
+    CONNECTION_ERRORS,
+    NO_PERMISSION_ERRORS,
+    RESPONSE_ERRORS,
+    TIMEOUT_ERRORS,
+)
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.features import Features
@@ -488,12 +493,18 @@ class LockCore:
             (feats.delete_args(keys.lock, self._wire_value(h)), {}),
             *self._release_calls(),
         )
-        replies = yield Commands(calls)
+        try:
+            replies = yield Commands(calls)
+        except Exception as exc:
+            if isinstance(exc, CONNECTION_ERRORS + TIMEOUT_ERRORS):
+                raise  # the commands may have run: a failed release (retried by the caller)
+            # refused before anything was sent (e.g. a Cluster client's own key lookup)
+            return (yield self._release_fallback(h.token, fresh=True))
         old, deleted = replies[0], replies[1]
         if deleted == 1:
             yield from self._after_native_release(replies[2:])
             return "ok"
-        if isinstance(deleted, RESPONSE_ERRORS):  # unknown command, or not in the ACL
+        if refused_natively(deleted):  # unknown command, or not in the ACL
             feats.delete = ""
         repeat = isinstance(old, bytes | str) and _as_bytes(old) == _as_bytes(memo)
         return (yield self._release_fallback(h.token, fresh=not repeat))
@@ -630,11 +641,16 @@ class LockCore:
         ms = validate.to_ms(seconds)
         value = self._wire_value(h)
         args = ("SET", self.keys.lock, value, "IFEQ", value, "PX", ms)
-        reply = (yield Commands(((args, {}),)))[0]
+        try:
+            reply = (yield Commands(((args, {}),)))[0]
+        except Exception as exc:
+            if isinstance(exc, CONNECTION_ERRORS + TIMEOUT_ERRORS):
+                raise
+            return "", 0.0  # refused before it was sent: the script answers
         if reply is True or (isinstance(reply, bytes | str) and as_str(reply) == "OK"):
             h.expires_at = sent + ms / 1000.0
             return "ok", ms / 1000.0
-        if isinstance(reply, RESPONSE_ERRORS):  # unknown option, or not in the ACL
+        if refused_natively(reply):  # unknown option, or not in the ACL
             feats.set_ifeq = False
         return "", 0.0
 
@@ -833,6 +849,18 @@ class LockCore:
         # The floor exceeds COALESCE, or the schedule would take the retry at once.
         backoff = max(COALESCE + 0.05, min(self.renew_interval / 4.0, 1.0))
         return min(h.expires_at, now + backoff), False
+
+
+def refused_natively(reply: object) -> bool:
+    """Whether a native command's error reply means this server (or this ACL user) will not
+    run it: NOPERM, an unknown command or option. Other errors (READONLY after a failover,
+    OOM, BUSY) say nothing about the command: the script is sent this time only."""
+    if isinstance(reply, NO_PERMISSION_ERRORS):
+        return True
+    if not isinstance(reply, RESPONSE_ERRORS):
+        return False
+    text = str(reply).lower()
+    return any(m in text for m in ("unknown command", "syntax error", "wrong number", "noperm"))
 
 
 def _as_bytes(value: str | bytes) -> bytes:

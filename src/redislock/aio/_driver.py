@@ -62,7 +62,11 @@ async def execute(client: Any, op: Op) -> Any:
     Commands wait for the client's gate (:func:`redislock.aio._hub.gate`): redislock never
     has more in flight than the client's pool can serve, so a burst of waiters cannot make
     the pool refuse the holder's release."""
-    if isinstance(op, Wait | Sleep | FanOut | Probe):  # no gate (Probe: cached after one)
+    if isinstance(op, Probe):  # cached after the first; the first goes through the gate
+        feats = _FEATURES.get(client)
+        if feats is not None:
+            return feats
+    elif isinstance(op, Wait | Sleep | FanOut):  # no pooled connection
         return await _perform(client, op)
     gate = _hub.gate(client)
     try:

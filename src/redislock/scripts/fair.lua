@@ -287,6 +287,10 @@ end
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
   if not mine(v) and KEYS[7] and ARGV[4] ~= 'fresh' and redis.call('GET', KEYS[7]) == token then
+    if not v then  -- released, but nobody granted yet (a native release's kick was lost)
+      local r = grant_next()
+      if r ~= true and r ~= false then return r end
+    end
     return 'ok'  -- released already (and maybe granted on): the same release sent again
   end
   if not v then  -- expired: the next waiter need not wait for its own retry

@@ -187,9 +187,15 @@ end
 local function store(tok, h)
   local suffix = ''
   if h.op and h.op ~= '' then suffix = '|o' .. h.op end
+  local score = num(BAND[h.mode] + h.exp)
+  if not redis.acl_check_cmd then
+    -- Redis 6.2 (no preflight): an ACL without ZADD refuses here, before the HSET could
+    -- leave a new hash without a TTL (XX: only updates a hold already indexed)
+    redis.call('ZADD', K.x, 'XX', score, tok)
+  end
   redis.call('HSET', K.h, tok,
     h.mode .. '|' .. h.count .. '|' .. h.exp .. '|' .. h.fence .. '|' .. h.meta .. suffix)
-  redis.call('ZADD', K.x, num(BAND[h.mode] + h.exp), tok)
+  redis.call('ZADD', K.x, score, tok)
 end
 
 local function remove(tok)
@@ -388,6 +394,9 @@ if op == 'release' then
   local done_ms = tonumber(ARGV[12] or '0')
   if K.d and done_ms > 0 then  -- remembered, so a repeat of this release answers "ok"
     redis.call('ZREMRANGEBYSCORE', K.d, '-inf', now)
+    -- PEXPIRE before ZADD too: a Redis 6.2 ACL (no preflight) that refuses it then refuses
+    -- before the ZADD could leave a new key without a TTL
+    redis.call('PEXPIRE', K.d, done_ms)
     redis.call('ZADD', K.d, now + done_ms, token)
     redis.call('PEXPIRE', K.d, done_ms)
   end

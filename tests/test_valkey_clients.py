@@ -253,6 +253,16 @@ def _subscribed(cluster: LocalCluster, name: str) -> list[str]:
     ]
 
 
+def delifeq_calls(cluster: LocalCluster) -> int:
+    """DELIFEQ calls on all nodes since their last CONFIG RESETSTAT: Valkey 9's native
+    release (docs/native-commands.md), routed by the Cluster client like any command."""
+    total = 0
+    for node in cluster.nodes:
+        entry = node.admin.info("commandstats").get("cmdstat_delifeq", {})
+        total += int(entry.get("calls", 0))
+    return total
+
+
 def test_valkey_cluster_clients(vk_cluster: LocalCluster) -> None:
     vk_cluster.wait_healthy()
     vk_cluster.flush()
@@ -267,11 +277,14 @@ def test_valkey_cluster_clients(vk_cluster: LocalCluster) -> None:
         thread.start()
         time.sleep(0.3)
         assert _subscribed(vk_cluster, "c1")  # the wake-up channel is up on some node
+        for node in vk_cluster.nodes:
+            node.admin.config_resetstat()
         released = time.monotonic()
         holder.release()  # the waiter's wake-up comes through a node's PubSub
         thread.join(20)
         assert got == [True]
         assert time.monotonic() - released < 1.0  # woken, not polling
+        assert delifeq_calls(vk_cluster) == 1  # a native release, then the grant
         with redislock.MultiLock(client, ["c2", "c3"], ttl=10) as multi:
             assert multi.fencing_tokens is not None
         assert redislock.inspect(client, "c1").held
@@ -291,10 +304,13 @@ async def test_async_valkey_cluster_client(vk_cluster: LocalCluster) -> None:
         )
         await asyncio.sleep(0.3)
         assert _subscribed(vk_cluster, "ac1")  # the wake-up channel is up on some node
+        for node in vk_cluster.nodes:
+            node.admin.config_resetstat()
         released = time.monotonic()
         await holder.release()  # the waiter's wake-up comes through a node's PubSub
         assert await waiter
         assert time.monotonic() - released < 1.0  # woken, not polling
+        assert delifeq_calls(vk_cluster) == 1
         with pytest.raises(redislock.LockConfigError, match="replicas"):
             redislock.AsyncLock(client, "c4", replicas=1)
     finally:

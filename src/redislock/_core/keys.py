@@ -66,6 +66,7 @@ __all__ = [
     "LockKeys",
     "fence_key",
     "key_slot",
+    "once_key",
     "slot_tag",
 ]
 
@@ -259,3 +260,15 @@ class FairKeys(NamedTuple):
         """What a grant to ``token`` is tagged with on the grant channel (as fair.lua
         computes it): a token is a secret, and any subscriber sees the channel."""
         return hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
+
+
+ONCE_INFIX: Final = ":once:"
+"""A job's record of period ``K`` is ``<lock key>:once:<K>`` (:func:`once_key`)."""
+
+
+def once_key(lock_key: str, period_key: str) -> str:
+    """The record key of period ``period_key`` of the ``Once`` whose Lock key is
+    ``lock_key``: ``<prefix>{<name>}:once:<period key>``, in the name's hash slot. A period
+    key has no braces (``redislock._core.once.check_period_key``), so the record key never
+    ends in ``}`` (it is no lock's key) and its only hash tag is the name's."""
+    return f"{lock_key}{ONCE_INFIX}{period_key}"

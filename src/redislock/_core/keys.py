@@ -17,6 +17,8 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   (:mod:`redislock._core.wake`), so waiting holds no pooled connection
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
+    P{N}:once:K   ``Once``'s record of period ``K`` (a string, with a TTL until the period's
+                  end; see :mod:`redislock._core.once`); ``K`` has no braces
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and

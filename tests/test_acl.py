@@ -55,6 +55,10 @@ PROFILES: dict[str, tuple[set[str], set[str]]] = {
         {"EVALSHA", "EVAL", "EXISTS", "INFO"},
     ),
     "MultiRedlock": ({"multi", "redlock_fence"}, {"EVALSHA", "EVAL", "EXISTS", "INFO"}),
+    "Once": (
+        {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep", "once_record"},
+        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS", "GET"},
+    ),
     "inspect": ({"inspect"}, {"EVALSHA", "EVAL"}),
     "CLI list": ({"inspect"}, {"EVALSHA", "EVAL", "SCAN"}),
     "CLI force-release": (

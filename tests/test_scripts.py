@@ -27,6 +27,7 @@ from tests.test_scripts_hold import CASES as HOLD_CASES
 from tests.test_scripts_inspect import CASES as INSPECT_CASES
 from tests.test_scripts_lock import CASES as LOCK_CASES
 from tests.test_scripts_multi import CASES as MULTI_CASES
+from tests.test_scripts_once import CASES as ONCE_CASES
 
 SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith("_"))
@@ -44,6 +45,7 @@ CASES = [
     *FENCING_CASES,
     *INSPECT_CASES,
     *COMPAT_CASES,
+    *ONCE_CASES,
 ]
 
 
@@ -142,6 +144,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "fair": ["lease_ms", "waiter_ms", "done_ms"],
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
+        "once_record": ["ttl_ms"],
     }
     assert durations == expected.get(name, [])
 

@@ -8,17 +8,21 @@ Public surface, each kind in a sync and an asyncio flavour with the same API:
 :class:`AsyncSemaphore` (permits with leases), :class:`MultiLock` /
 :class:`AsyncMultiLock` (several names, all or nothing), :class:`Redlock` /
 :class:`AsyncRedlock` (a majority of N independent masters), :class:`MultiRedlock` /
-:class:`AsyncMultiRedlock` (several names over N masters); the statistics snapshot, and the
+:class:`AsyncMultiRedlock` (several names over N masters), :class:`Once` / :class:`AsyncOnce`
+(a job exactly once per period); the statistics snapshot, and the
 exception tree of :mod:`redislock.errors`; :func:`inspect` / :func:`ainspect` tell who holds a
 name (a :class:`LockInfo`).
 """
 
 from redislock._core.lock import LockStatistics as LockStatistics
+from redislock._core.once import OnceRecord as OnceRecord
 from redislock._version import __version__ as __version__
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
 from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
 from redislock.aio.multiredlock import AsyncMultiRedlock as AsyncMultiRedlock
+from redislock.aio.once import AsyncOnce as AsyncOnce
+from redislock.aio.once import AsyncOnceTurn as AsyncOnceTurn
 from redislock.aio.redlock import AsyncRedlock as AsyncRedlock
 from redislock.aio.rlock import AsyncReadLock as AsyncReadLock
 from redislock.aio.rlock import AsyncReadWriteLock as AsyncReadWriteLock
@@ -51,6 +55,8 @@ from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
 from redislock.sync.multiredlock import MultiRedlock as MultiRedlock
+from redislock.sync.once import Once as Once
+from redislock.sync.once import OnceTurn as OnceTurn
 from redislock.sync.redlock import Redlock as Redlock
 from redislock.sync.rlock import ReadLock as ReadLock
 from redislock.sync.rlock import ReadWriteLock as ReadWriteLock
@@ -65,6 +71,8 @@ __all__ = [
     "AsyncLock",
     "AsyncMultiLock",
     "AsyncMultiRedlock",
+    "AsyncOnce",
+    "AsyncOnceTurn",
     "AsyncPermit",
     "AsyncRLock",
     "AsyncReadLock",
@@ -86,6 +94,9 @@ __all__ = [
     "MultiRedlock",
     "NoPermissionError",
     "NotOwnedError",
+    "Once",
+    "OnceRecord",
+    "OnceTurn",
     "Permit",
     "PermitsInfo",
     "QueueFullError",
@@ -113,6 +124,8 @@ for _obj in (
     AsyncLock,
     AsyncMultiLock,
     AsyncMultiRedlock,
+    AsyncOnce,
+    AsyncOnceTurn,
     AsyncPermit,
     AsyncRLock,
     AsyncReadLock,
@@ -134,6 +147,9 @@ for _obj in (
     MultiRedlock,
     NoPermissionError,
     NotOwnedError,
+    Once,
+    OnceRecord,
+    OnceTurn,
     Permit,
     PermitsInfo,
     QueueFullError,

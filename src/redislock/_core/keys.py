@@ -17,6 +17,8 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   (:mod:`redislock._core.wake`), so waiting holds no pooled connection
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
+    P{N}:once:K   ``Once``'s record of period ``K`` (a string, with a TTL until the period's
+                  end; see :mod:`redislock._core.once`); ``K`` has no braces
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
 ``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
@@ -66,6 +68,7 @@ __all__ = [
     "LockKeys",
     "fence_key",
     "key_slot",
+    "once_key",
     "slot_tag",
 ]
 
@@ -259,3 +262,15 @@ class FairKeys(NamedTuple):
         """What a grant to ``token`` is tagged with on the grant channel (as fair.lua
         computes it): a token is a secret, and any subscriber sees the channel."""
         return hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
+
+
+ONCE_INFIX: Final = ":once:"
+"""A job's record of period ``K`` is ``<lock key>:once:<K>`` (:func:`once_key`)."""
+
+
+def once_key(lock_key: str, period_key: str) -> str:
+    """The record key of period ``period_key`` of the ``Once`` whose Lock key is
+    ``lock_key``: ``<prefix>{<name>}:once:<period key>``, in the name's hash slot. A period
+    key has no braces (``redislock._core.once.check_period_key``), so the record key never
+    ends in ``}`` (it is no lock's key) and its only hash tag is the name's."""
+    return f"{lock_key}{ONCE_INFIX}{period_key}"

@@ -5,12 +5,13 @@ kind), the lottery demo, and the embedded server.
 
 This module holds :func:`main`, the argument parser and what every subcommand shares
 (:func:`connect`, :class:`CliError`, the exit statuses); each subcommand lives in its own
-module (``run``, ``inspecting``, ``listing``, ``force_release``, ``demo``, ``torture``,
+module (``run``, ``once``, ``inspecting``, ``listing``, ``force_release``, ``demo``, ``torture``,
 ``server_cmd``; ``render`` shows a :class:`~redislock.inspection.LockInfo`), imported when
 it runs.
 
 Exit status (also in the README):
-    0     success (``run``: CMD's own status is passed through)
+    0     success (``run``, ``once``: CMD's own status is passed through; ``once``: also
+          when the period's run was already done)
     64    bad usage or invalid argument (EX_USAGE); ``run``: NAME is in use by another kind
           of lock
     69    Redis unreachable (also when ``run`` cannot release after CMD), or no redis-server
@@ -204,6 +205,48 @@ def _parser() -> argparse.ArgumentParser:
         "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
     )
 
+    once = sub.add_parser(
+        "once",
+        help="run a command exactly once per period among many processes",
+        description="Runs CMD if no run of NAME succeeded yet in this period, holding "
+        "Lock(NAME) while it runs (as `run` does). Another process of the same period "
+        "waits for the lock, finds the record and exits 0 without running CMD, saying on "
+        "stderr who ran it. Only a CMD that exits 0 counts: after a failure the next "
+        "attempt runs it.",
+    )
+    once.add_argument("name", help="job name (also the lock's)")
+    once.add_argument(
+        "--period",
+        type=_seconds,
+        required=True,
+        metavar="S",
+        help="period in seconds, aligned on UTC multiples since the Unix epoch "
+        "(86400: a UTC day); with --key, how long its record lives",
+    )
+    once.add_argument("--key", metavar="K", help="an explicit period key (e.g. 2026-11-23) instead")
+    once.add_argument(
+        "-q", "--quiet", action="store_true", help="say nothing when the period was done"
+    )
+    once.add_argument(
+        "--ttl",
+        type=_seconds,
+        default=30.0,
+        help="lease in seconds, renewed every third of it while CMD runs (default 30)",
+    )
+    once.add_argument(
+        "--wait", type=_seconds, metavar="S", help="wait at most S seconds for the lock"
+    )
+    once.add_argument(
+        "--grace",
+        type=_seconds,
+        default=10.0,
+        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)",
+    )
+    once.epilog = (
+        "The command follows '--': redislock once NAME --period S [options] -- CMD [ARGS...]. "
+        "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+    )
+
     ins = sub.add_parser("inspect", help="show who holds a lock (any kind), and who waits")
     ins.add_argument("name")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
@@ -241,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     words = list(sys.argv[1:] if argv is None else argv)
     cmd: list[str] = []
-    if "--" in words:  # everything after the first "--" is the command of `run`
+    if "--" in words:  # everything after the first "--" is the command of `run` or `once`
         cut = words.index("--")
         words, cmd = words[:cut], words[cut + 1 :]
     args = parser.parse_args(words)
@@ -294,6 +337,23 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             prefix=args.prefix,
             kind="permit" if args.permits is not None else args.kind or "lock",
             permits=args.permits,
+        )
+    if args.command == "once":
+        from redislock.cli.once import once_command
+
+        if not args.cmd:
+            parser.error("once needs a command after --: redislock once NAME -- CMD [ARGS...]")
+        return once_command(
+            connect(args.url),
+            args.name,
+            args.cmd,
+            period=args.period,
+            key=args.key,
+            ttl=args.ttl,
+            wait=args.wait,
+            grace=args.grace,
+            prefix=args.prefix,
+            quiet=args.quiet,
         )
     if args.command == "inspect":
         from redislock.cli.inspecting import inspect_command

@@ -23,13 +23,13 @@ from typing import Any, Final, Protocol
 
 import redis
 
-from redislock.errors import AcquireTimeoutError, NotOwnedError, QueueFullError
+from redislock.errors import AcquireTimeoutError, LockLostError, NotOwnedError, QueueFullError
 from redislock.sync.fair import FairLock
 from redislock.sync.lock import Lock
 from redislock.sync.rlock import ReadWriteLock
 from redislock.sync.semaphore import Semaphore
 
-__all__ = ["ENV_FENCING_TOKEN", "KINDS", "Guard", "Held", "guard", "run_command"]
+__all__ = ["ENV_FENCING_TOKEN", "KINDS", "Guard", "Held", "Settled", "guard", "run_command"]
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -62,10 +62,23 @@ class _Acquirable(Held, Protocol):
 @dataclass(frozen=True, slots=True)
 class Guard:
     """How to take one kind of hold: ``take(wait)`` returns the hold, or None if the wait
-    (None: no limit, 0: one try) ended without it. ``what`` names the kind in messages."""
+    (None: no limit, 0: one try) ended without it, or raises :class:`Settled` when CMD must
+    not run at all. ``what`` names the kind in messages. ``commit(hold)``, if given, runs
+    after CMD exited 0 with the hold not lost, before the release (``once`` writes its
+    record there); its :class:`LockLostError` counts as a loss."""
 
     what: str
     take: Callable[[float | None], Held | None]
+    commit: Callable[[Held], None] | None = None
+
+
+class Settled(Exception):  # noqa: N818 (not an error: an outcome)
+    """Raised by a :class:`Guard`'s ``take``: CMD must not run; exit with ``status`` (the
+    guard has said why and released what it took)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def _taker(lock: _Acquirable) -> Callable[[float | None], Held | None]:
@@ -126,13 +139,15 @@ def run_command(
     prefix: str,
     kind: str = "lock",
     permits: int | None = None,
+    custom: Callable[[Callable[[Any], object]], Guard] | None = None,
 ) -> int:
     """Acquire ``name`` (watchdog lease of ``ttl`` seconds), run ``cmd``, release.
 
     ``wait``: seconds to wait for the lock (None: no limit, 0: one try). ``grace``: seconds
     between SIGTERM and SIGKILL when the lease is lost. ``kind``: what to hold (one of
-    :data:`KINDS`; ``permits``: the permit count of the semaphore). CMD gets the fencing
-    token of the hold in ``$REDISLOCK_FENCING_TOKEN``.
+    :data:`KINDS`; ``permits``: the permit count of the semaphore), or ``custom(on_lost)``
+    the :class:`Guard` to use instead (``once``). CMD gets the fencing token of the hold in
+    ``$REDISLOCK_FENCING_TOKEN``.
 
     CMD runs in its own process group, so that everything it starts can be stopped together.
     SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are forwarded to that group. When stdin
@@ -142,8 +157,8 @@ def run_command(
     Returns:
         CMD's exit status (128+N if killed by signal N); 75 if the lock was busy or the
         wait timed out; 79 if the lease was lost (CMD and its group were stopped, or it
-        finished after the loss); 69 if Redis failed at release; 126/127 if CMD could not
-        be started.
+        finished after the loss); 69 if Redis failed at release (or at the guard's commit);
+        126/127 if CMD could not be started; a :class:`Settled` guard's status.
 
     Raises:
         CliError: ``name`` is in use by another kind of lock (status 64).
@@ -173,17 +188,18 @@ def run_command(
 
     child = _Child(_terminal(), still_ours)
     held: Held | None = None
-    how = guard(
-        kind,
-        client,
-        name,
-        ttl=ttl,
-        prefix=prefix,
-        permits=permits,
-        on_lost=lambda _: stop_child(),
-    )
+
+    def on_lost(_: Any) -> None:
+        stop_child()
+
+    if custom is not None:
+        how = custom(on_lost)
+    else:
+        how = guard(kind, client, name, ttl=ttl, prefix=prefix, permits=permits, on_lost=on_lost)
     try:
         held = how.take(wait)
+    except Settled as done:
+        return done.status
     except QueueFullError as exc:
         print(f"redislock: {how.what} {name!r} is busy: {exc}", file=sys.stderr)
         return EXIT_BUSY
@@ -201,6 +217,7 @@ def run_command(
         return EXIT_BUSY
     previous: dict[int, Any] = {}
     release_error: Exception | None = None
+    commit_error: Exception | None = None
     status = 0
     try:
         # Handlers go in before the child exists: a signal in between is kept and delivered.
@@ -221,6 +238,13 @@ def run_command(
             status = child.wait()
             if lost.is_set():
                 child.wait_group(grace)
+            elif status == 0 and how.commit is not None:
+                try:
+                    how.commit(held)
+                except LockLostError:
+                    lost.set()
+                except Exception as exc:
+                    commit_error = exc
     finally:
         child.done()
         for signum, handler in previous.items():
@@ -237,6 +261,13 @@ def run_command(
             file=sys.stderr,
         )
         return EXIT_LOST
+    if commit_error is not None:
+        print(
+            f"redislock: the command succeeded but its record for {name!r} was not "
+            f"written: {commit_error}",
+            file=sys.stderr,
+        )
+        return EXIT_UNAVAILABLE
     if release_error is not None:
         print(f"redislock: release of {name!r} failed: {release_error}", file=sys.stderr)
         return EXIT_UNAVAILABLE

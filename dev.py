@@ -162,7 +162,7 @@ _VALKEY_OPTIONS = (
 
 SCRIPT_CASES = tuple(
     f"tests/test_scripts_{family}.py"
-    for family in ("lock", "fair", "hold", "multi", "compat", "fencing", "inspect")
+    for family in ("lock", "fair", "hold", "multi", "compat", "fencing", "inspect", "once")
 )
 """Every script's behaviour, case by case (tests/scriptcases.py runs them)."""
 

@@ -30,6 +30,7 @@ from redislock.aio.rlock import AsyncRLock as AsyncRLock
 from redislock.aio.rlock import AsyncWriteLock as AsyncWriteLock
 from redislock.aio.semaphore import AsyncPermit as AsyncPermit
 from redislock.aio.semaphore import AsyncSemaphore as AsyncSemaphore
+from redislock.decorators import locked as locked
 from redislock.errors import AcquireTimeoutError as AcquireTimeoutError
 from redislock.errors import KindConflictError as KindConflictError
 from redislock.errors import LockConfigError as LockConfigError
@@ -116,6 +117,7 @@ __all__ = [
     "__version__",
     "ainspect",
     "inspect",
+    "locked",
 ]
 
 for _obj in (

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 """``redislock demo``: the seeds' lottery.
 
-At "noon" N worker processes race to draw 10 winners from a table of users. Each takes the
-lock; the first one in finds no result, draws, and stores the winners with a fenced write
-(the store rejects a token not greater than the last accepted one); every later one finds
-the result and reports who drew it. Exactly one worker must draw.
+At "noon" N worker processes race to draw 10 winners from a table of users, through a
+:class:`~redislock.Once` for the round: the first one in takes its lock, draws, and stores
+the winners with a fenced write (the store rejects a token not greater than the last
+accepted one); the round's record then says it ran. Every later one (waiting for the lock,
+or arriving after) finds the record and reports who drew. Exactly one worker must draw.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import redis
 
 from redislock._core.ops import as_int, as_str
 from redislock._core.scripts import SCRIPTS
-from redislock.sync.lock import Lock
+from redislock.sync.once import Once
 
 __all__ = ["run_demo"]
 
@@ -34,16 +35,17 @@ def _worker(url: str, round_id: str, index: int, start_at: float) -> dict[str, A
     client = redis.Redis.from_url(url, socket_timeout=10.0, decode_responses=True)
     users_key = f"redislock-demo:{round_id}:users"
     result_key = f"redislock-demo:{round_id}:result"
-    lock = Lock(client, f"demo:lottery:{round_id}", timeout=60.0)
+    once = Once(client, "demo:lottery", key=round_id, period=3600, timeout=60.0)
     time.sleep(max(0.0, start_at - time.time()))  # everybody starts at "noon"
     asked = time.monotonic()
-    with lock:
+    with once.run() as turn:
         waited = time.monotonic() - asked
-        fence = lock.fencing_token
-        assert fence is not None
+        fence: int | None = None
         drawn_by = client.hget(result_key, "drawn_by")
         role = "saw result"
-        if drawn_by is None:
+        if turn.mine:
+            fence = turn.lock.fencing_token
+            assert fence is not None
             users = [as_str(u) for u in client.lrange(users_key, 0, -1)]
             winners = random.SystemRandom().sample(users, WINNERS)
             time.sleep(DRAW_SECONDS)
@@ -86,11 +88,12 @@ def run_demo(url: str, *, workers: int) -> int:
         results = pool.starmap(
             _worker, [(url, round_id, i, start_at) for i in range(1, workers + 1)]
         )
-    results.sort(key=lambda r: r["fence"])
+    results.sort(key=lambda r: (r["fence"] is None, r["waited_ms"]))  # the drawer first
     print(f"{'worker':>6} {'pid':>8} {'fencing token':>13} {'waited ms':>10}  outcome")
     for r in results:
         outcome = r["role"] if r["role"] != "saw result" else f"saw result by {r['drawn_by']}"
-        print(f"{r['worker']:>6} {r['pid']:>8} {r['fence']:>13} {r['waited_ms']:>10.1f}  {outcome}")
+        fence = "-" if r["fence"] is None else r["fence"]  # only the drawer holds the lock
+        print(f"{r['worker']:>6} {r['pid']:>8} {fence:>13} {r['waited_ms']:>10.1f}  {outcome}")
     winners = as_str(client.hget(result_key, "winners") or "")
     client.expire(result_key, 3600)
     print(f"winners: {winners.replace(',', ', ')}")

@@ -318,7 +318,7 @@ def main(argv: list[str]) -> int:
         say(f"tests use {server}")
     env.pop("REDIS_URL", None)  # the tests start their own servers
     os.chdir(ROOT)
-    code_paths = ("src", "tests", "bench", "tools", "dev.py")
+    code_paths = ("src", "tests", "bench", "tools", "examples", "dev.py")
     sh(BIN / "ruff", "check", *code_paths, env=env)
     sh(BIN / "ruff", "format", "--check", *code_paths, env=env)
     sh(BIN / "mypy", env=env)

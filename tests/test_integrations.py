@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: MIT
+"""The framework integrations and their examples (examples/), against the real framework
+packages (test dependencies) and a real redis-server, with redis-py default clients."""
+
+# (no `from __future__ import annotations`: FastAPI reads the endpoints' annotations,
+# which name local dependencies)
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated
+
+import httpx
+import pytest
+import redis
+import redis.asyncio
+from fastapi import Depends, FastAPI
+
+from redislock import AsyncLock, LockConfigError
+from redislock._core.keys import LockKeys
+from redislock.integrations.fastapi import LockDependency
+from redislock.server import RedisProcess
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def url_of(server: RedisProcess) -> str:
+    assert server.socket_path is not None
+    return f"unix://{server.socket_path}"
+
+
+# ------------------------------------------------------------------ FastAPI
+
+
+async def test_fastapi_example_ships_one_request_per_order(redis_server: RedisProcess) -> None:
+    assert await example("fastapi_orders").main(url_of(redis_server)) == 0
+
+
+def test_fastapi_example_runs_as_a_script(redis_server: RedisProcess) -> None:
+    script = EXAMPLES / "fastapi_orders.py"
+    done = subprocess.run(
+        [sys.executable, str(script), url_of(redis_server)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK: one ship per order at a time" in done.stdout
+
+
+async def test_fastapi_dependency_holds_the_lock_for_the_request(
+    ar: redis.asyncio.Redis, admin: redis.Redis
+) -> None:
+    app = FastAPI()
+    seen: list[bool] = []
+    dep = LockDependency(ar, "user:{user_id}:{kind}", timeout=5)
+
+    @app.put("/users/{user_id}")
+    async def update(
+        user_id: int, kind: str, lock: Annotated[AsyncLock, Depends(dep)]
+    ) -> dict[str, int]:
+        seen.append(bool(admin.exists(LockKeys.for_name(f"user:{user_id}:{kind}").lock)))
+        assert lock.fencing_token is not None
+        return {"fence": lock.fencing_token}
+
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
+        first = await http.put("/users/3", params={"kind": "email"})
+        second = await http.put("/users/3", params={"kind": "email"})
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert second.json()["fence"] > first.json()["fence"]
+    assert seen == [True, True]
+    assert not admin.exists(LockKeys.for_name("user:3:email").lock)  # released after
+
+
+async def test_fastapi_busy_answer_has_retry_after(ar: redis.asyncio.Redis) -> None:
+    app = FastAPI()
+    dep = LockDependency(ar, "job", status_code=423, retry_after=2.5)
+
+    @app.post("/job")
+    async def job(lock: Annotated[AsyncLock, Depends(dep)]) -> dict[str, bool]:
+        return {"ran": True}
+
+    holder = AsyncLock(ar, "job")
+    async with (
+        holder,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+    ):
+        busy = await http.post("/job")
+    assert busy.status_code == 423
+    assert busy.headers["retry-after"] == "2.5"
+    assert "busy" in busy.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "match"),
+    [
+        ("order:{0}", {}, "parameter names"),
+        ("order:{", {}, "format string"),
+        ("x", {"status_code": 99}, "HTTP status"),
+        ("x", {"ttl": 0}, "ttl"),
+        (7, {}, "str"),
+    ],
+)
+def test_fastapi_bad_configuration_fails_at_construction(
+    ar: redis.asyncio.Redis, name: object, options: dict[str, object], match: str
+) -> None:
+    with pytest.raises(LockConfigError, match=match):
+        LockDependency(ar, name, **options)  # type: ignore[arg-type]
+
+
+def test_fastapi_dependency_needs_an_asyncio_client(r: redis.Redis) -> None:
+    with pytest.raises(LockConfigError):
+        LockDependency(r, "x")

@@ -67,7 +67,7 @@ def test_core_names_are_exported() -> None:
     assert {"Lock", "AsyncLock", "LockStatistics", "__version__"} <= set(redislock.__all__)
 
 
-FUNCTIONS = {"ainspect", "inspect"}
+FUNCTIONS = {"ainspect", "inspect", "locked"}
 """The exported functions; every other export but ``__version__`` is a class."""
 
 

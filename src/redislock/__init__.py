@@ -170,6 +170,7 @@ for _obj in (
     WriteLock,
     ainspect,
     inspect,
+    locked,
 ):
     _obj.__module__ = "redislock"
 del _obj

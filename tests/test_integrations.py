@@ -18,8 +18,9 @@ import redis
 import redis.asyncio
 from fastapi import Depends, FastAPI
 
-from redislock import AsyncLock, LockConfigError
+from redislock import AsyncLock, Lock, LockConfigError
 from redislock._core.keys import LockKeys
+from redislock.integrations.apscheduler import one_instance, run_key
 from redislock.integrations.fastapi import LockDependency
 from redislock.server import RedisProcess
 
@@ -124,3 +125,52 @@ def test_fastapi_bad_configuration_fails_at_construction(
 def test_fastapi_dependency_needs_an_asyncio_client(r: redis.Redis) -> None:
     with pytest.raises(LockConfigError):
         LockDependency(r, "x")
+
+
+# ------------------------------------------------------------------ APScheduler
+
+
+def test_apscheduler_example_runs_each_scheduled_run_on_one_instance(
+    redis_server: RedisProcess,
+) -> None:
+    script = EXAMPLES / "apscheduler_report.py"
+    done = subprocess.run(
+        [sys.executable, str(script), url_of(redis_server)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK: every scheduled run ran on one instance" in done.stdout
+    assert done.stdout.count(" ran on host-") >= 3
+
+
+def test_one_instance_skips_a_run_another_instance_did(r: redis.Redis) -> None:
+    ran: list[str] = []
+
+    @one_instance(r, "nightly", every=3600)
+    def nightly(who: str) -> str:
+        ran.append(who)
+        return who
+
+    assert nightly("a") == "a"
+    assert nightly("b") is None  # the same run (same nearest hour): recorded by "a"
+    assert ran == ["a"]
+
+
+def test_one_instance_skips_while_another_runs_it(r: redis.Redis) -> None:
+    with Lock(r, "busy-job"):  # the job's lock, held by "another instance"
+        assert one_instance(r, "busy-job", every=60)(lambda: "ran")() is None
+
+
+def test_one_instance_keys_runs_by_the_nearest_multiple() -> None:
+    assert run_key(60, 1_700_000_040.0) == run_key(60, 1_700_000_069.9)  # 12:34:00 +- 29.9 s
+    assert run_key(60, 1_700_000_010.0) != run_key(60, 1_700_000_070.0)
+    assert run_key(3600, 1_763_856_000.0 - 0.4).endswith("T00:00:00Z")  # just before midnight
+
+
+def test_one_instance_bad_configuration(r: redis.Redis) -> None:
+    with pytest.raises(LockConfigError, match="every"):
+        one_instance(r, "x", every=0)
+    with pytest.raises(LockConfigError):
+        one_instance(r, "", every=1)

@@ -174,3 +174,20 @@ def test_one_instance_bad_configuration(r: redis.Redis) -> None:
         one_instance(r, "x", every=0)
     with pytest.raises(LockConfigError):
         one_instance(r, "", every=1)
+
+
+# ------------------------------------------------------------------ Django (django-redis)
+
+
+def test_django_example_cache_lock_is_redislocks(redis_server: RedisProcess) -> None:
+    """In a subprocess: Django's settings are configured once per process."""
+    script = EXAMPLES / "django_cache_lock.py"
+    done = subprocess.run(
+        [sys.executable, str(script), url_of(redis_server)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK: cache.lock() is redislock's, fenced, and excludes redis-py's" in done.stdout
+    assert "RedisPyLock held, fencing token" in done.stdout

@@ -1,3 +1,5 @@
 # SPDX-License-Identifier: MIT
 """Integrations with frameworks (each module imports its framework: install it yourself):
-:mod:`redislock.integrations.fastapi`."""
+:mod:`redislock.integrations.fastapi` (a request's lock), :mod:`redislock.integrations.django`
+(``cache.lock()`` through django-redis), :mod:`redislock.integrations.apscheduler` (each
+scheduled run on one instance). Runnable examples: ``examples/``."""

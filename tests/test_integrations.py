@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI
 from redislock import AsyncLock, Lock, LockConfigError
 from redislock._core.keys import LockKeys
 from redislock.integrations.apscheduler import one_instance, run_key
+from redislock.integrations.celery import lock_name as celery_lock_name
 from redislock.integrations.fastapi import LockDependency
 from redislock.server import RedisProcess
 
@@ -191,3 +192,31 @@ def test_django_example_cache_lock_is_redislocks(redis_server: RedisProcess) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK: cache.lock() is redislock's, fenced, and excludes redis-py's" in done.stdout
     assert "RedisPyLock held, fencing token" in done.stdout
+
+
+# ------------------------------------------------------------------ Celery
+
+
+def test_celery_example_runs_no_two_runs_with_the_same_arguments_at_once(
+    redis_server: RedisProcess,
+) -> None:
+    """A real worker (4 threads) with the test server as broker and result backend."""
+    script = EXAMPLES / "celery_singleton.py"
+    done = subprocess.run(
+        [sys.executable, str(script), url_of(redis_server)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK: no two runs for one shop at once" in done.stdout
+    assert "'rebuilt 2'" in done.stdout
+
+
+def test_celery_lock_name_is_stable_and_argument_specific() -> None:
+    a = celery_lock_name("shop.rebuild", (1,), {"full": True})
+    assert a == celery_lock_name("shop.rebuild", (1,), {"full": True})
+    assert a != celery_lock_name("shop.rebuild", (2,), {"full": True})
+    assert a.startswith("celery:shop.rebuild:")
+    with pytest.raises(LockConfigError):
+        celery_lock_name("", (), {})

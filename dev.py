@@ -182,10 +182,14 @@ suite on Redis, with valkey-py's clients (``REDISLOCK_TEST_CLIENT=valkey``: the 
 clients are ``valkey.Valkey`` and ``valkey.asyncio.Valkey``): every script and primitive,
 the ACL profiles, the CLI and a short torture run under every fault."""
 
-PARALLEL = ("-n", "3", "--dist", "worksteal")
+PARALLEL = ("-n", "3", "--dist", "worksteal", "-m", "not serial")
 """pytest-xdist for the whole suite: three workers, each with its own servers (the suite
 waits on leases far more than it computes: about a fifth of one core on average, so three
-workers on two cores take it from about 17 minutes to about 8)."""
+workers on two cores take it from about 17 minutes to about 6)."""
+
+SERIAL = ("-m", "serial")
+"""Then, alone, the tests marked ``serial`` (a benchmark's smoke run, whose own timing
+limits the other workers' load would break)."""
 
 REDIS62_TESTS = (
     "tests/test_scripts.py",  # the scripts' headers, hashes, sources
@@ -328,6 +332,12 @@ def main(argv: list[str]) -> int:
     if code == 5:
         say("pytest collected no tests: that is a failure")
         return 1
+    if whole:  # the serial part, alone
+        serial = subprocess.run([PY, "-m", "pytest", *SERIAL], env=env).returncode
+        if serial == 5:
+            say("no test is marked serial: that is a failure (dev.py runs them apart)")
+            return 1
+        code = max(code, serial)
     if whole:  # the whole suite: on Valkey and Redis 6.2 too, and the cancellation tests
         code = max(code, valkey_suite(env))  # under newer Pythons
         code = max(code, redis62_suite(env))

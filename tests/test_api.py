@@ -160,7 +160,10 @@ def test_same_signature(name: str) -> None:
         assert aio.fset is None
         assert inspect.signature(sync.fget) == inspect.signature(aio.fget)  # type: ignore[arg-type]
     else:
-        assert inspect.signature(sync) == inspect.signature(aio)
+        # The same, but for the flavour's own classes it returns (guard(): Guard/AsyncGuard).
+        want = inspect.signature(aio)
+        want = want.replace(return_annotation=str(want.return_annotation).removeprefix("Async"))
+        assert inspect.signature(sync) == want
 
 
 def io_methods() -> list[str]:

@@ -157,7 +157,12 @@ def test_sync_and_async_twins_have_one_api() -> None:
             assert s.__doc__
             assert a.__doc__
         else:
-            assert inspect.signature(s) == inspect.signature(a), name
+            # The asyncio twin returns the Async* flavour of the same class (guard()).
+            want = inspect.signature(a)
+            want = want.replace(
+                return_annotation=str(want.return_annotation).removeprefix("Async")
+            )
+            assert inspect.signature(s) == want, name
             assert s.__doc__, name
             assert a.__doc__, name
     for cls in (MultiLock, AsyncMultiLock):

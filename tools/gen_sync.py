@@ -16,7 +16,8 @@ and formats the result.
 What differs by design is hand-written in each flavour (:data:`HAND_WRITTEN`): ``_flavour``
 (client types, owner, sleep), ``_steps`` (acquire/release steps; cancellation in asyncio),
 ``_fanout`` (Redlock's masters), ``_hub`` (the shared wake-up channel: a reader task or
-thread) and ``renewer`` (the watchdog).
+thread), ``_guard`` (``guard()``: cancels a task, checks in a thread) and ``renewer`` (the
+watchdog).
 """
 
 from __future__ import annotations
@@ -35,7 +36,15 @@ AIO = ROOT / "src" / "redislock" / "aio"
 SYNC = ROOT / "src" / "redislock" / "sync"
 
 HAND_WRITTEN = frozenset(
-    {"__init__.py", "_fanout.py", "_flavour.py", "_hub.py", "_steps.py", "renewer.py"}
+    {
+        "__init__.py",
+        "_fanout.py",
+        "_flavour.py",
+        "_guard.py",
+        "_hub.py",
+        "_steps.py",
+        "renewer.py",
+    }
 )
 """The modules written by hand in each flavour: what differs by design."""
 

@@ -10,13 +10,15 @@ Public surface, each kind in a sync and an asyncio flavour with the same API:
 :class:`AsyncRedlock` (a majority of N independent masters), :class:`MultiRedlock` /
 :class:`AsyncMultiRedlock` (several names over N masters), :class:`Once` / :class:`AsyncOnce`
 (a job exactly once per period); the statistics snapshot, and the
-exception tree of :mod:`redislock.errors`; :func:`inspect` / :func:`ainspect` tell who holds a
+exception tree of :mod:`redislock.errors`; :class:`Guard` / :class:`AsyncGuard` (what a holder's
+``guard()`` returns); :func:`inspect` / :func:`ainspect` tell who holds a
 name (a :class:`LockInfo`).
 """
 
 from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._core.once import OnceRecord as OnceRecord
 from redislock._version import __version__ as __version__
+from redislock.aio._guard import AsyncGuard as AsyncGuard
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
 from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
@@ -52,6 +54,7 @@ from redislock.inspection import PermitsInfo as PermitsInfo
 from redislock.inspection import WaiterInfo as WaiterInfo
 from redislock.inspection import ainspect as ainspect
 from redislock.inspection import inspect as inspect
+from redislock.sync._guard import Guard as Guard
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
@@ -69,6 +72,7 @@ from redislock.sync.semaphore import Semaphore as Semaphore
 __all__ = [
     "AcquireTimeoutError",
     "AsyncFairLock",
+    "AsyncGuard",
     "AsyncLock",
     "AsyncMultiLock",
     "AsyncMultiRedlock",
@@ -82,6 +86,7 @@ __all__ = [
     "AsyncSemaphore",
     "AsyncWriteLock",
     "FairLock",
+    "Guard",
     "HoldInfo",
     "KindConflictError",
     "Lock",
@@ -123,6 +128,7 @@ __all__ = [
 for _obj in (
     AcquireTimeoutError,
     AsyncFairLock,
+    AsyncGuard,
     AsyncLock,
     AsyncMultiLock,
     AsyncMultiRedlock,
@@ -136,6 +142,7 @@ for _obj in (
     AsyncSemaphore,
     AsyncWriteLock,
     FairLock,
+    Guard,
     HoldInfo,
     KindConflictError,
     Lock,

@@ -76,6 +76,7 @@ __all__ = [
     "no_ttl",
     "process_tag",
     "queue_token",
+    "tell_lost",
     "token_tag",
     "why",
 ]
@@ -176,6 +177,12 @@ class Holding:
     renew_entry: str = field(default="", repr=False)
     """This hold's ``"<token> <ms>"`` pair in a ``lock_renew.lua`` call when its renewal TTL
     is the plain lease (no ``max_lease``): built once ("" until then)."""
+    lost_event: Any = field(default=None, repr=False)
+    """The ``threading.Event`` of this hold's ``lost_event`` (None until asked for): set by
+    :meth:`LockCore.mark_lost` (:mod:`redislock._core.guard`)."""
+    watchers: list[Callable[[Holding], object]] | None = field(default=None, repr=False)
+    """Called with this hold, in the thread that marks it lost, by :meth:`LockCore.mark_lost`
+    (the guards of :mod:`redislock._core.guard`); None when nobody watches."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +351,8 @@ class LockCore:
         h.lost_reason = reason
         if h is self.holding:
             self.last_lost = True
+        if h.lost_event is not None or h.watchers:
+            tell_lost(h)
         metrics.lost(self.label, self.name)
         metrics.held(self.label, self.name, time.monotonic() - h.acquired_at)
         return True
@@ -871,3 +880,14 @@ def why(status: str) -> str:
     if status == "gone":
         return "the lease expired or the key was deleted"
     return "another holder has the lock"
+
+
+def tell_lost(h: Holding) -> None:
+    """Tell whoever watches ``h`` that it was just marked lost: set its ``lost_event`` and
+    call its watchers (a watcher that raises is ignored: the loss is reported anyway)."""
+    event = h.lost_event
+    if event is not None:
+        event.set()
+    for watcher in tuple(h.watchers or ()):
+        with contextlib.suppress(Exception):
+            watcher(h)

@@ -7,13 +7,15 @@ the end of ``with``), shared by :class:`Lock`, the reentrant kinds and
 
 from __future__ import annotations
 
+import threading
 from types import TracebackType
 from typing import ClassVar
 
-from redislock._core import validate
+from redislock._core import guard, validate
 from redislock._handle import Holder
 from redislock.sync import _steps
 from redislock.sync._driver import run
+from redislock.sync._guard import Guard
 
 __all__ = ["Lease"]
 
@@ -81,6 +83,64 @@ class Lease(Holder):
             redis.exceptions.RedisError: Redis failed.
         """
         return run(self._client, self._mine().remaining_flow())
+
+    def guard(self, margin: float | None = None) -> Guard:
+        """A critical section that stops in time: ``with lock.guard(): ...`` inside
+        ``with lock:``.
+
+        A thread cannot be interrupted: the sync guard offers ``check()`` (raises once the
+        hold is lost or the deadline passed) and ``lost_event`` to the body, and raises
+        ``LockLostError`` when a body that overran ends. Either raises ``LockLostError``
+        on the way out if the section did not end in time. Modelled on .NET
+        DistributedLock's ``HandleLostToken`` (https://github.com/madelson/DistributedLock).
+
+        Args:
+            margin: seconds before the end of the local lease estimate at which the body
+                must stop; None: ``min(lease / 2, max(0.1, lease / 10))`` (3 s on the
+                default 30 s watchdog lease, 0.1 s on a 1 s ``ttl``).
+
+        Raises:
+            LockConfigError: bad ``margin`` (not a finite number of at least 0.001 seconds),
+                here, before any I/O.
+            NotOwnedError: (on entering) nothing is held by the caller.
+            LockLostError: (on entering) the hold was lost, or less than ``margin`` seconds
+                are left on its local lease estimate; (on leaving) the guard fired.
+            LockUsageError: (on entering) the guard was entered before.
+        """
+        return Guard(self, margin)
+
+    @property
+    def lost_event(self) -> threading.Event:
+        """A ``threading.Event`` set when the current hold is marked lost: by the watchdog
+        (key gone or taken, or not renewable before the local lease estimate ran out), a
+        failed ``extend()`` or release. One event per hold: a new acquisition has a new,
+        clear event, and an event kept from an earlier hold stays as it was. A fixed
+        ``ttl`` that merely runs out does not set it (nothing watches it then): call
+        :meth:`check` for that. I/O-free; safe to wait on from another thread.
+
+        Raises:
+            NotOwnedError: nothing is held (never acquired, or released).
+        """
+        return guard.lost_event(self._mine().require_holding(allow_lost=True))
+
+    def check(self, margin: float | None = None) -> float:
+        """Raise if a critical section should stop now; else the seconds left before the
+        local lease estimate, less ``margin``, runs out. I/O-free: for loops that stop
+        themselves (``while work: lock.check(); step()``).
+
+        Args:
+            margin: seconds of safety before the end of the local lease estimate; None: as
+                :meth:`guard`'s default.
+
+        Raises:
+            LockConfigError: bad ``margin``.
+            NotOwnedError: nothing is held.
+            LockLostError: the hold was lost, or less than ``margin`` seconds are left on
+                its local lease estimate.
+        """
+        core = self._mine()
+        amount = guard.margin_of(core.lease, margin)
+        return guard.check(core, core.require_holding(), amount)
 
     def __exit__(
         self,

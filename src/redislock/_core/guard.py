@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: MIT
+"""A critical section that stops in time: the I/O-free part of ``guard()``, ``check()`` and
+``lost_event``, for both flavours.
+
+A guard watches one hold (:class:`~redislock._core.lock.Holding`) for two things: the hold
+being marked lost (:meth:`LockCore.mark_lost` calls the hold's watchers and sets its
+``lost_event``), and its *deadline*: the local lease estimate ``expires_at`` minus a safety
+margin, re-read whenever it is reached (a renewal or ``extend()`` pushes it later).
+
+Source: .NET DistributedLock's ``HandleLostToken`` (https://github.com/madelson/DistributedLock),
+a token cancelled when the lock's handle is lost; here the estimate's end counts too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from redislock._core import validate
+from redislock._core.lock import Holding, LockCore
+from redislock.errors import LockLostError
+
+__all__ = [
+    "MARGIN_FLOOR",
+    "MARGIN_FRACTION",
+    "check",
+    "deadline",
+    "expired_reason",
+    "lost_event",
+    "margin_of",
+    "unwatch",
+    "watch",
+]
+
+MARGIN_FLOOR = 0.1
+"""The default margin's floor, seconds (capped at half the lease)."""
+MARGIN_FRACTION = 0.1
+"""The default margin as a fraction of the lease."""
+
+_EVENT_LOCK = threading.Lock()
+
+
+def margin_of(lease: float, margin: object) -> float:
+    """The margin in seconds: ``margin`` validated as a duration (raises
+    :class:`~redislock.errors.LockConfigError` when not a finite number of at least 0.001),
+    or when None the default, ``min(lease / 2, max(0.1, lease / 10))``: 3 s on the default
+    30 s watchdog lease, 0.1 s on a 1 s ``ttl``."""
+    if margin is None:
+        return min(lease / 2.0, max(MARGIN_FLOOR, lease * MARGIN_FRACTION))
+    return validate.check_duration("margin", margin)
+
+
+def deadline(h: Holding, margin: float) -> float:
+    """The monotonic time the guard of ``h`` fires at, as things stand: the local lease
+    estimate minus ``margin`` (seconds)."""
+    return h.expires_at - margin
+
+
+def expired_reason(margin: float) -> str:
+    """The reason of a :class:`LockLostError` raised when the deadline passed."""
+    return (
+        f"the local lease estimate ran out (less than the {margin:g} s safety margin was "
+        "left; the lease was not renewed or extended in time)"
+    )
+
+
+def check(core: LockCore, h: Holding, margin: float) -> float:
+    """Seconds until the deadline of ``h``, if it is ``core``'s current hold and neither
+    lost nor past the deadline.
+
+    Raises:
+        NotOwnedError: ``h`` is no longer ``core``'s hold (released).
+        LockLostError: ``h`` was lost, or its deadline passed.
+    """
+    current = core.require_holding()  # NotOwnedError, LockLostError
+    if current is not h:
+        raise LockLostError(core.name, "a newer hold replaced the one this guard watched")
+    left = deadline(h, margin) - time.monotonic()
+    if left <= 0:
+        raise LockLostError(core.name, expired_reason(margin))
+    return left
+
+
+def lost_event(h: Holding) -> threading.Event:
+    """The ``threading.Event`` of ``h``, created on first use; set when ``h`` is (or was
+    already) marked lost."""
+    event: threading.Event | None = h.lost_event
+    if event is None:
+        with _EVENT_LOCK:  # two threads asking at once get the same event
+            event = h.lost_event
+            if event is None:
+                event = h.lost_event = threading.Event()
+    # mark_lost sets ``lost`` before it reads ``lost_event``; this reads them the other way
+    # round, so a loss racing the creation is seen by one of the two.
+    if h.lost:
+        event.set()
+    return event
+
+
+def watch(h: Holding, watcher: Callable[[Holding], object]) -> None:
+    """Have :meth:`LockCore.mark_lost` call ``watcher(h)`` when it marks ``h`` lost (in the
+    thread that marks it)."""
+    with _EVENT_LOCK:
+        h.watchers = [*(h.watchers or ()), watcher]
+
+
+def unwatch(h: Holding, watcher: Callable[[Holding], object]) -> None:
+    """Stop calling ``watcher`` (no error if it was not watching)."""
+    with _EVENT_LOCK:
+        left = [w for w in h.watchers or () if w != watcher]  # (bound methods: equal, not same)
+        h.watchers = left or None

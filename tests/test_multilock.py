@@ -159,9 +159,7 @@ def test_sync_and_async_twins_have_one_api() -> None:
         else:
             # The asyncio twin returns the Async* flavour of the same class (guard()).
             want = inspect.signature(a)
-            want = want.replace(
-                return_annotation=str(want.return_annotation).removeprefix("Async")
-            )
+            want = want.replace(return_annotation=str(want.return_annotation).removeprefix("Async"))
             assert inspect.signature(s) == want, name
             assert s.__doc__, name
             assert a.__doc__, name

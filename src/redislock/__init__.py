@@ -13,8 +13,10 @@ exception tree of :mod:`redislock.errors`; :func:`inspect` / :func:`ainspect` te
 name (a :class:`LockInfo`).
 """
 
+from redislock._core.election import LeaderInfo as LeaderInfo
 from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._version import __version__ as __version__
+from redislock.aio.election import AsyncElection as AsyncElection
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
 from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
@@ -47,6 +49,7 @@ from redislock.inspection import PermitsInfo as PermitsInfo
 from redislock.inspection import WaiterInfo as WaiterInfo
 from redislock.inspection import ainspect as ainspect
 from redislock.inspection import inspect as inspect
+from redislock.sync.election import Election as Election
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
@@ -61,6 +64,7 @@ from redislock.sync.semaphore import Semaphore as Semaphore
 
 __all__ = [
     "AcquireTimeoutError",
+    "AsyncElection",
     "AsyncFairLock",
     "AsyncLock",
     "AsyncMultiLock",
@@ -72,9 +76,11 @@ __all__ = [
     "AsyncRedlock",
     "AsyncSemaphore",
     "AsyncWriteLock",
+    "Election",
     "FairLock",
     "HoldInfo",
     "KindConflictError",
+    "LeaderInfo",
     "Lock",
     "LockConfigError",
     "LockInfo",
@@ -109,6 +115,7 @@ __all__ = [
 
 for _obj in (
     AcquireTimeoutError,
+    AsyncElection,
     AsyncFairLock,
     AsyncLock,
     AsyncMultiLock,
@@ -120,9 +127,11 @@ for _obj in (
     AsyncRedlock,
     AsyncSemaphore,
     AsyncWriteLock,
+    Election,
     FairLock,
     HoldInfo,
     KindConflictError,
+    LeaderInfo,
     Lock,
     LockConfigError,
     LockInfo,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -20,16 +21,26 @@ from redislock import (
     LockLostError,
     NotOwnedError,
 )
+from redislock.server import RedisProcess
 
 
 class Observer:
     """``observe()`` of a fresh Election in a thread: what it yielded, with the monotonic
     time it arrived; it stops after ``count`` items."""
 
-    def __init__(self, client: redis.Redis, name: str, count: int, recheck: float = 30.0):
+    def __init__(
+        self,
+        client: redis.Redis,
+        name: str,
+        count: int,
+        recheck: float = 30.0,
+        *,
+        until_gone: bool = False,
+    ):
         self.seen: list[tuple[float, LeaderInfo | None]] = []
         self._it = Election(client, name, identity="observer").observe(recheck=recheck)
         self._count = count
+        self._until_gone = until_gone  # also stop at a None after a leader
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -37,6 +48,8 @@ class Observer:
         for info in self._it:
             self.seen.append((time.monotonic(), info))
             if len(self.seen) >= self._count:
+                return
+            if self._until_gone and info is None and len(self.seen) > 1:
                 return
 
     def until(self, n: int, limit: float = 5.0) -> list[tuple[float, LeaderInfo | None]]:
@@ -328,3 +341,32 @@ async def test_async_cancelled_campaign_leaves_no_waiter(ar: redis.asyncio.Redis
     async with c.campaign(timeout=1) as term2:  # b left the queue: c leads at once
         assert term2 > term
         assert await c.leader() == LeaderInfo("c", term2, "")
+
+
+def test_works_as_the_documented_acl_user(redis_server: RedisProcess, admin: redis.Redis) -> None:
+    """docs/acl.md's Election line is enough for campaign, proclaim, leader, observe and
+    resign (the profile's commands are checked against the scripts in tests/test_acl.py)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "acl.md").read_text(encoding="utf-8")
+    line = next(ln for ln in doc.splitlines() if ln.startswith("ACL SETUSER app-election "))
+    words = line.split()[2:]
+    admin.execute_command(  # type: ignore[no-untyped-call]
+        "ACL", "SETUSER", *[w.replace("CHANGE-ME", "pw") for w in words]
+    )
+    try:
+        user = redis.Redis(**redis_server.client_kwargs(), username="app-election", password="pw")
+        obs = Observer(user, "acl-e", count=10, until_gone=True)
+        assert obs.until(1)[0][1] is None
+        e = Election(user, "acl-e", identity="a", watchdog_lease=0.6)
+        with e.campaign() as term:
+            e.proclaim("v")
+            time.sleep(0.5)  # renewals (lock_extend + the leader key) run as the user
+            assert e.leader() == LeaderInfo("a", term, "v")
+            assert obs.until(2)[-1][1] == LeaderInfo("a", term, "v")
+        assert e.leader() is None
+        obs.thread.join(5)
+        assert obs.seen[-1][1] is None
+        user.close()
+    finally:
+        admin.execute_command(  # type: ignore[no-untyped-call]
+            "ACL", "DELUSER", "app-election"
+        )

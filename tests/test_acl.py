@@ -49,6 +49,10 @@ PROFILES: dict[str, tuple[set[str], set[str]]] = {
         {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep"},
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
+    "Election": (
+        {"fair", "lock_extend", "lock_status", "waiter_keep", "election"},
+        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"},
+    ),
     "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
     "Redlock": (
         {"lock_acquire", "lock_release", "lock_extend", "lock_status", "redlock_fence"},

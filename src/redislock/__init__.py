@@ -15,10 +15,12 @@ exception tree of :mod:`redislock.errors`; :class:`Guard` / :class:`AsyncGuard` 
 name (a :class:`LockInfo`).
 """
 
+from redislock._core.election import LeaderInfo as LeaderInfo
 from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._core.once import OnceRecord as OnceRecord
 from redislock._version import __version__ as __version__
 from redislock.aio._guard import AsyncGuard as AsyncGuard
+from redislock.aio.election import AsyncElection as AsyncElection
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
 from redislock.aio.lock import AsyncLock as AsyncLock
 from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
@@ -55,6 +57,7 @@ from redislock.inspection import WaiterInfo as WaiterInfo
 from redislock.inspection import ainspect as ainspect
 from redislock.inspection import inspect as inspect
 from redislock.sync._guard import Guard as Guard
+from redislock.sync.election import Election as Election
 from redislock.sync.fair import FairLock as FairLock
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
@@ -71,6 +74,7 @@ from redislock.sync.semaphore import Semaphore as Semaphore
 
 __all__ = [
     "AcquireTimeoutError",
+    "AsyncElection",
     "AsyncFairLock",
     "AsyncGuard",
     "AsyncLock",
@@ -85,10 +89,12 @@ __all__ = [
     "AsyncRedlock",
     "AsyncSemaphore",
     "AsyncWriteLock",
+    "Election",
     "FairLock",
     "Guard",
     "HoldInfo",
     "KindConflictError",
+    "LeaderInfo",
     "Lock",
     "LockConfigError",
     "LockInfo",
@@ -127,6 +133,7 @@ __all__ = [
 
 for _obj in (
     AcquireTimeoutError,
+    AsyncElection,
     AsyncFairLock,
     AsyncGuard,
     AsyncLock,
@@ -141,10 +148,12 @@ for _obj in (
     AsyncRedlock,
     AsyncSemaphore,
     AsyncWriteLock,
+    Election,
     FairLock,
     Guard,
     HoldInfo,
     KindConflictError,
+    LeaderInfo,
     Lock,
     LockConfigError,
     LockInfo,

@@ -19,6 +19,7 @@ Exit status (also in the README):
     75    lock busy with ``--no-wait``, or the wait timed out, or a ``--fair`` queue is full
           (EX_TEMPFAIL)
     79    ``run``: the lease was lost while CMD ran; CMD's process group was stopped
+          (``elect``: leadership was lost)
     126   ``run``: CMD could not be executed;  127: CMD not found
     128+N ``run``: CMD was killed by signal N
 """
@@ -247,6 +248,32 @@ def _parser() -> argparse.ArgumentParser:
         "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
     )
 
+    elect = sub.add_parser(
+        "elect",
+        help="run a command only while this process leads an election",
+        description="Campaign for leadership of Election(NAME) (waiting in line), run CMD "
+        "while leading, with the term in $REDISLOCK_FENCING_TOKEN; stop CMD if leadership "
+        "is lost (exit 79); resign when CMD exits or redislock is signalled, so the next "
+        "contender leads at once.",
+    )
+    elect.add_argument("name", help="election name")
+    elect.add_argument("--identity", help="advertised identity (default <host>:<pid>)")
+    elect.add_argument(
+        "--ttl",
+        type=_seconds,
+        default=30.0,
+        help="leadership lease in seconds, renewed every third of it; a dead leader is "
+        "replaced within it (default 30)",
+    )
+    elect.add_argument("--wait", type=_seconds, metavar="S", help="campaign at most S seconds")
+    elect.add_argument(
+        "--grace",
+        type=_seconds,
+        default=10.0,
+        help="seconds between SIGTERM and SIGKILL when leadership is lost (default 10)",
+    )
+    elect.epilog = "The command follows '--': redislock elect NAME [options] -- CMD [ARGS...]."
+
     ins = sub.add_parser("inspect", help="show who holds a lock (any kind), and who waits")
     ins.add_argument("name")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
@@ -284,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     words = list(sys.argv[1:] if argv is None else argv)
     cmd: list[str] = []
-    if "--" in words:  # everything after the first "--" is the command of `run` or `once`
+    if "--" in words:  # everything after the first "--" is the command of run, once, elect
         cut = words.index("--")
         words, cmd = words[:cut], words[cut + 1 :]
     args = parser.parse_args(words)
@@ -354,6 +381,22 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             grace=args.grace,
             prefix=args.prefix,
             quiet=args.quiet,
+        )
+    if args.command == "elect":
+        from redislock.cli.run import run_command
+
+        if not args.cmd:
+            parser.error("elect needs a command after --: redislock elect NAME -- CMD [ARGS...]")
+        return run_command(
+            connect(args.url),
+            args.name,
+            args.cmd,
+            ttl=args.ttl,
+            wait=args.wait,
+            grace=args.grace,
+            prefix=args.prefix,
+            kind="elect",
+            identity=args.identity,
         )
     if args.command == "inspect":
         from redislock.cli.inspecting import inspect_command

@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 import redis
 
 from redislock.errors import AcquireTimeoutError, LockLostError, NotOwnedError, QueueFullError
+from redislock.sync.election import Election
 from redislock.sync.fair import FairLock
 from redislock.sync.lock import Lock
 from redislock.sync.rlock import ReadWriteLock
@@ -36,9 +37,9 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 ENV_FENCING_TOKEN: Final = "REDISLOCK_FENCING_TOKEN"
 """The environment variable that gives CMD the fencing token of the hold it runs under."""
 
-KINDS: Final = ("lock", "read", "write", "fair", "permit")
-"""What ``run`` can hold: a Lock, a read or write hold of a ReadWriteLock, a FairLock, or
-one permit of a Semaphore."""
+KINDS: Final = ("lock", "read", "write", "fair", "permit", "elect")
+"""What ``run`` can hold: a Lock, a read or write hold of a ReadWriteLock, a FairLock,
+one permit of a Semaphore, or the leadership of an Election (``redislock elect``)."""
 
 
 class Held(Protocol):
@@ -97,9 +98,11 @@ def guard(
     prefix: str,
     permits: int | None,
     on_lost: Callable[[Any], object],
+    identity: str | None = None,
 ) -> Guard:
     """The :class:`Guard` of ``kind`` (one of :data:`KINDS`) for ``name``, with a watchdog
-    lease of ``ttl`` seconds; ``permits`` is the semaphore's permit count (``permit``).
+    lease of ``ttl`` seconds; ``permits`` is the semaphore's permit count (``permit``),
+    ``identity`` the leader's advertised identity (``elect``; None: ``<host>:<pid>``).
 
     Raises:
         LockConfigError: an invalid argument (before any I/O).
@@ -125,6 +128,17 @@ def guard(
                 return None
 
         return Guard("semaphore", take_permit)
+    if kind == "elect":
+        election = Election(client, name, identity=identity, **options)
+
+        def lead(wait: float | None) -> Held | None:
+            try:
+                election._lead(wait)  # waits in line; advertises the identity
+            except AcquireTimeoutError:
+                return None
+            return election
+
+        return Guard("election", lead)
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -140,14 +154,18 @@ def run_command(
     kind: str = "lock",
     permits: int | None = None,
     custom: Callable[[Callable[[Any], object]], Guard] | None = None,
+    identity: str | None = None,
 ) -> int:
     """Acquire ``name`` (watchdog lease of ``ttl`` seconds), run ``cmd``, release.
 
     ``wait``: seconds to wait for the lock (None: no limit, 0: one try). ``grace``: seconds
     between SIGTERM and SIGKILL when the lease is lost. ``kind``: what to hold (one of
-    :data:`KINDS`; ``permits``: the permit count of the semaphore), or ``custom(on_lost)``
-    the :class:`Guard` to use instead (``once``). CMD gets the fencing token of the hold in
-    ``$REDISLOCK_FENCING_TOKEN``.
+    :data:`KINDS`; ``permits``: the permit count of the semaphore; ``identity``: the
+    leader's, for ``elect``), or ``custom(on_lost)`` the :class:`Guard` to use instead
+    (``once``). CMD gets the fencing token of the hold (an election's term) in
+    ``$REDISLOCK_FENCING_TOKEN``. For ``elect``, releasing is resigning: when CMD exits
+    or we are signalled (the signal is forwarded, CMD exits, then we resign), the next
+    contender leads at once.
 
     CMD runs in its own process group, so that everything it starts can be stopped together.
     SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are forwarded to that group. When stdin
@@ -195,7 +213,16 @@ def run_command(
     if custom is not None:
         how = custom(on_lost)
     else:
-        how = guard(kind, client, name, ttl=ttl, prefix=prefix, permits=permits, on_lost=on_lost)
+        how = guard(
+            kind,
+            client,
+            name,
+            ttl=ttl,
+            prefix=prefix,
+            permits=permits,
+            on_lost=on_lost,
+            identity=identity,
+        )
     try:
         held = how.take(wait)
     except Settled as done:

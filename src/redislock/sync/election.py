@@ -1,0 +1,262 @@
+# Generated from src/redislock/aio/election.py by tools/gen_sync.py: do not edit.
+# Edit that file, then run `python3 dev.py gen`.
+# SPDX-License-Identifier: MIT
+"""``Election``: leader election over a Lock, with terms, a proclaimed value and
+pushed leader changes."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any, Self, Unpack
+
+from redislock._core.election import (
+    OBSERVE_RECHECK,
+    ElectionCore,
+    LeaderInfo,
+    check_identity,
+    check_recheck,
+    check_value,
+    default_identity,
+)
+from redislock._core.fair import NO_QUEUE_LIMIT
+from redislock._core.lock import LockCore
+from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
+from redislock.errors import AcquireTimeoutError, LockLostError
+from redislock.sync import _flavour, _steps
+from redislock.sync._driver import run
+from redislock.sync._lease import Lease
+
+__all__ = ["Election", "LeaderInfo"]
+
+
+class Election(Lease):
+    """Leader election: at most one leader per name at a time, each with a term (a fencing
+    token strictly increasing across leaders), an identity and an advertised value.
+
+    Leadership is holding the election's lock (a :class:`Lock` of the same name,
+    same key): contenders queue in arrival order, a resignation hands leadership straight
+    to the next live contender, and the watchdog renews the leader's lease while it leads;
+    a leader whose process died is replaced once its lease ends (``watchdog_lease``, or
+    ``ttl``, seconds). Loss of leadership is reported as a lost lock is: ``on_lost(election)``
+    from the watchdog, :attr:`lost`, and :class:`LockLostError` from :meth:`resign` (and the
+    end of :meth:`campaign`).
+
+    The leader advertises its identity and value in the leader key ``<lock key>:leader``
+    (same hash slot), with a TTL of twice the lock's remaining lease, refreshed after every
+    renewal; readers trust it only while its term is the lock's current fencing token, so a
+    dead leader is never reported after its lease ended. Every change is published on the
+    channel named like that key, which :meth:`observe` waits on through the process's
+    shared wake-up connection (no connection of its own).
+
+    Modelled on etcd's v3 election API (campaign, proclaim, leader, observe, resign:
+    https://etcd.io/docs/v3.5/dev-guide/api_concurrency_reference_v3/), Kubernetes
+    client-go's leaderelection (https://pkg.go.dev/k8s.io/client-go/tools/leaderelection)
+    and kazoo's ``Election`` (https://kazoo.readthedocs.io/en/latest/api/recipe/election.html).
+
+    Example::
+
+        election = Election(redis.Redis(), "scheduler", identity="node-a")
+        with election.campaign() as term:  # waits until this process leads
+            election.proclaim("http://node-a:8080")
+            run_scheduler(fence=term)
+        # resigned: the next contender leads at once
+
+    Args:
+        client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``, or valkey-py's
+            ``valkey.Valkey`` or ``valkey.cluster.ValkeyCluster``.
+        name: the election name (rules as for :class:`~redislock.Lock`; the election's lock
+            is the Lock of that name).
+        identity: what this contender advertises as leader: a non-empty str of at most 256
+            UTF-8 bytes without ``|`` or control characters; default ``<host>:<pid>``.
+        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+        recheck_interval, prefix, replicas, replica_timeout: as for
+            :class:`~redislock.Lock` (seconds); ``on_lost`` receives this election and
+            ``timeout`` is :meth:`campaign`'s default wait limit.
+
+    Raises:
+        LockConfigError: any invalid argument (before any I/O).
+    """
+
+    _clients = _flavour.CLIENTS
+    _clients_text = _flavour.CLIENTS_TEXT
+    _flavour_name = _flavour.NAME
+    _noun = "leadership of"
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        client: _flavour.Client,
+        name: str,
+        *,
+        identity: str | None = None,
+        **options: Unpack[LockKwargs[Self]],
+    ) -> None:
+        Lease.__init__(self, client, name, identity, **options)
+
+    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
+        identity = default_identity() if args[0] is None else check_identity(args[0])
+        return self._new_core(
+            ElectionCore,
+            client,
+            name,
+            options,
+            waiter_lease=DEFAULT_WAITER_LEASE,
+            queue_max=NO_QUEUE_LIMIT,
+            kind="Election",
+            identity=identity,
+        )
+
+    @property
+    def _election(self) -> ElectionCore:
+        core = self._core
+        assert isinstance(core, ElectionCore)
+        return core
+
+    @property
+    def identity(self) -> str:
+        """This contender's identity."""
+        return self._election.identity
+
+    @property
+    def term(self) -> int | None:
+        """The term while this object leads (its fencing token), else None."""
+        return self.fencing_token
+
+    @contextlib.contextmanager
+    def campaign(self, timeout: float | None = None) -> Iterator[int]:
+        """Wait until this contender leads, advertise it, and yield the term; resign when the
+        block ends (also on an exception).
+
+        Args:
+            timeout: wait limit in seconds; None uses the election's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Yields:
+            The term: this leadership's fencing token, above every earlier leader's.
+
+        Raises:
+            LockConfigError: bad ``timeout`` (before any I/O).
+            LockUsageError: this object already leads.
+            AcquireTimeoutError: ``timeout`` seconds passed without leadership.
+            LockLostError: at the end of the block, when leadership was lost meanwhile
+                (``on_lost`` was called then); also at the start, when the lease ended
+                before it could be advertised.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        term = self._lead(timeout)
+        try:
+            yield term
+        except BaseException as exc:
+            try:
+                self.resign()
+            except Exception as err:  # never mask the body's own exception
+                exc.add_note(f"redislock: resigning election {self.name!r} also failed: {err!r}")
+            raise
+        self.resign()
+
+    def _lead(self, timeout: float | None) -> int:
+        core = self._election
+        wait = core.check_acquire_args(True, timeout)
+        start = time.monotonic()
+        flow = core.acquire_flow(wait, True)
+        if not _steps.acquire(self, core, flow, single=wait == 0):
+            raise AcquireTimeoutError(self.name, time.monotonic() - start)
+        h = core.require_holding()
+        try:
+            advertised = run(self._client, core.advertise_flow(h))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _steps.release(self, core, h)
+            raise
+        if not advertised:
+            core.mark_lost(h, "the lease ended before the leader was advertised")
+            with contextlib.suppress(Exception):
+                _steps.release(self, core, h)
+            raise LockLostError(self.name, h.lost_reason)
+        return h.fence
+
+    def resign(self) -> None:
+        """Stop leading: withdraw the advertised leader (published to observers), then
+        release the lock, which hands leadership to the next contender at once.
+
+        Raises:
+            NotOwnedError: this object does not lead.
+            LockLostError: leadership was lost before (expired, taken, unrenewable); the
+                new leader's key is never touched.
+            redis.exceptions.RedisError: Redis failed; this object still leads and
+                ``resign()`` may be called again.
+        """
+        core = self._election
+        h = core.require_holding(allow_lost=True)
+        run(self._client, core.clear_flow(h.fence))
+        _steps.release(self, core, h)
+
+    def release(self) -> None:
+        """The same as :meth:`resign`.
+
+        Raises:
+            NotOwnedError: this object does not lead.
+            LockLostError: leadership was lost before.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        self.resign()
+
+    def proclaim(self, value: str) -> None:
+        """Advertise ``value`` as this leader's (published to observers); the term stays.
+
+        Args:
+            value: a str of at most 65,536 UTF-8 bytes (an address, a version...).
+
+        Raises:
+            LockConfigError: ``value`` is not such a str (before any I/O).
+            NotOwnedError: this object does not lead.
+            LockLostError: leadership was lost.
+            redis.exceptions.RedisError: Redis failed.
+        """
+        text = check_value(value)
+        run(self._client, self._election.proclaim_flow(text))
+
+    def leader(self) -> LeaderInfo | None:
+        """The current leader (one round trip): its identity, term and value, or None when
+        nobody leads (no lock key; or a new leader that has not yet advertised itself,
+        the one round trip after its grant).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        info, _ = run(self._client, self._election.read_flow())
+        return info
+
+    def observe(self, *, recheck: float = OBSERVE_RECHECK) -> Iterator[LeaderInfo | None]:
+        """Iterate over leader changes: the current leader (or None) first, then each
+        change (a new term, a proclaimed value, None when the leader resigned or its
+        lease ended) as it happens.
+
+        Changes are pushed: every write of the leader key is published on its channel,
+        which this waits on through the client's shared wake-up connection (one pub/sub
+        connection per client and process, for every waiter and observer). With no
+        message, it reads again when the leader's lease would end (a dead leader is seen
+        within its lease) and every ``recheck`` seconds (a lock key deleted by hand).
+        Changes closer together than one round trip may be seen as one.
+
+        Args:
+            recheck: seconds between reads when nothing is published (default 5.0, > 0).
+
+        Raises:
+            LockConfigError: bad ``recheck`` (at the call, before any I/O).
+            redis.exceptions.RedisError: Redis failed (from the iteration).
+        """
+        every = check_recheck(recheck)
+        return self._observe(every)
+
+    def _observe(self, every: float) -> Iterator[LeaderInfo | None]:
+        core = self._election
+        last: LeaderInfo | None = None
+        first = True
+        while True:
+            last = run(self._client, core.observe_flow(last, first, every))
+            first = False
+            yield last

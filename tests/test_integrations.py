@@ -42,6 +42,18 @@ def url_of(server: RedisProcess) -> str:
     return f"unix://{server.socket_path}"
 
 
+def run_example(name: str, server: RedisProcess, timeout: float = 60) -> str:
+    """Run examples/<name>.py as a script against ``server``; its stdout (exit 0 checked)."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py"), url_of(server)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 # ------------------------------------------------------------------ FastAPI
 
 
@@ -50,15 +62,8 @@ async def test_fastapi_example_ships_one_request_per_order(redis_server: RedisPr
 
 
 def test_fastapi_example_runs_as_a_script(redis_server: RedisProcess) -> None:
-    script = EXAMPLES / "fastapi_orders.py"
-    done = subprocess.run(
-        [sys.executable, str(script), url_of(redis_server)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "OK: one ship per order at a time" in done.stdout
+    out = run_example("fastapi_orders", redis_server)
+    assert "OK: one ship per order at a time" in out
 
 
 async def test_fastapi_dependency_holds_the_lock_for_the_request(
@@ -134,16 +139,9 @@ def test_fastapi_dependency_needs_an_asyncio_client(r: redis.Redis) -> None:
 def test_apscheduler_example_runs_each_scheduled_run_on_one_instance(
     redis_server: RedisProcess,
 ) -> None:
-    script = EXAMPLES / "apscheduler_report.py"
-    done = subprocess.run(
-        [sys.executable, str(script), url_of(redis_server)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "OK: every scheduled run ran on one instance" in done.stdout
-    assert done.stdout.count(" ran on host-") >= 3
+    out = run_example("apscheduler_report", redis_server)
+    assert "OK: every scheduled run ran on one instance" in out
+    assert out.count(" ran on host-") >= 3
 
 
 def test_one_instance_skips_a_run_another_instance_did(r: redis.Redis) -> None:
@@ -182,16 +180,9 @@ def test_one_instance_bad_configuration(r: redis.Redis) -> None:
 
 def test_django_example_cache_lock_is_redislocks(redis_server: RedisProcess) -> None:
     """In a subprocess: Django's settings are configured once per process."""
-    script = EXAMPLES / "django_cache_lock.py"
-    done = subprocess.run(
-        [sys.executable, str(script), url_of(redis_server)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "OK: cache.lock() is redislock's, fenced, and excludes redis-py's" in done.stdout
-    assert "RedisPyLock held, fencing token" in done.stdout
+    out = run_example("django_cache_lock", redis_server)
+    assert "OK: cache.lock() is redislock's, fenced, and excludes redis-py's" in out
+    assert "RedisPyLock held, fencing token" in out
 
 
 # ------------------------------------------------------------------ Celery
@@ -201,16 +192,9 @@ def test_celery_example_runs_no_two_runs_with_the_same_arguments_at_once(
     redis_server: RedisProcess,
 ) -> None:
     """A real worker (4 threads) with the test server as broker and result backend."""
-    script = EXAMPLES / "celery_singleton.py"
-    done = subprocess.run(
-        [sys.executable, str(script), url_of(redis_server)],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "OK: no two runs for one shop at once" in done.stdout
-    assert "'rebuilt 2'" in done.stdout
+    out = run_example("celery_singleton", redis_server, timeout=90)
+    assert "OK: no two runs for one shop at once" in out
+    assert "'rebuilt 2'" in out
 
 
 def test_celery_lock_name_is_stable_and_argument_specific() -> None:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import redis
+import redis.cluster
 
 from redislock import server
 from redislock._core import validate
@@ -282,6 +283,29 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--prefix", dest="name_prefix", default="", help="lock names starting so")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
 
+    top = sub.add_parser(
+        "top",
+        help="a live view of the locks under the prefix: holders, leases, waiters",
+        description="Refreshes every --interval seconds (Ctrl-C ends it) from SCAN plus "
+        "inspect: each held or awaited lock's kind, holders (host, pid), how long held, "
+        "the lease left, waiters and fencing counter. --once prints one table, --json one "
+        "snapshot as JSON. Hold times compare this machine's clock with the holder's.",
+    )
+    top.add_argument(
+        "--match", default="*", metavar="GLOB", help="lock names matching GLOB (default *)"
+    )
+    top.add_argument(
+        "--interval", type=_seconds, default=1.0, help="seconds between refreshes (default 1)"
+    )
+    top.add_argument("--once", action="store_true", help="one snapshot, then exit")
+    top.add_argument("--json", action="store_true", help="one snapshot as JSON, then exit")
+    top.add_argument("--count", type=int, metavar="N", help="exit after N refreshes")
+    top.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the URL is a node of a Redis Cluster: scan every primary",
+    )
+
     rel = sub.add_parser(
         "release",
         help="delete a lock whoever holds it (needs --force)",
@@ -407,6 +431,29 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
         client = connect(args.url)
         return list_command(client, args.name_prefix, args.prefix, as_json_output=args.json)
+    if args.command == "top":
+        from redislock.cli.top import top_command
+
+        if args.count is not None and args.count < 1:
+            parser.error("--count must be at least 1")
+        if args.interval <= 0:
+            parser.error("--interval must be > 0 seconds")
+        single = connect(args.url)
+        top_client: redis.Redis | redis.cluster.RedisCluster = single
+        if args.cluster:
+            # a seed node, with the URL's settings (credentials, TLS, timeouts)
+            seed = dict(single.connection_pool.connection_kwargs)
+            seed.pop("db", None)
+            top_client = redis.cluster.RedisCluster(**seed)
+        return top_command(
+            top_client,
+            args.prefix,
+            match=args.match,
+            interval=args.interval,
+            once=args.once,
+            as_json_output=args.json,
+            count=args.count,
+        )
     if args.command == "release":
         from redislock.cli.force_release import force_release_command
 

@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: MIT
+"""``redislock top``: a live view of the locks under a prefix (SCAN plus :func:`inspect`).
+
+Every refresh scans the lock keys under the prefix (SCAN with a MATCH pattern, never KEYS; a
+Cluster client scans every primary), reads each name with one :func:`inspect` script call
+and shows the held or awaited ones: kind, holders (host, pid), how long held, the lease left,
+waiters and the fencing counter. ``--once --json`` prints one snapshot for scripts.
+
+The table is drawn with `rich <https://rich.readthedocs.io/>`_ (its ``Live`` display).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import json
+import time
+from typing import Any
+
+import redis
+import redis.cluster
+from rich import box
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from redislock._core.keys import LockKeys
+from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json
+from redislock.inspection import inspect
+
+__all__ = ["scan_names", "snapshot", "top_command"]
+
+_SCAN_SPECIALS = "*?[]\\"
+
+
+def _escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in _SCAN_SPECIALS else c for c in text)
+
+
+def scan_names(
+    client: redis.Redis | redis.cluster.RedisCluster, prefix: str, match: str = "*"
+) -> list[str]:
+    """The lock names under key ``prefix`` whose name matches the glob ``match``, sorted.
+
+    SCAN only (``COUNT 1000``), never KEYS: a Cluster client scans every primary. Internal
+    keys of a name (``:fence``, ``:queue``, ...) give the name once.
+
+    Raises:
+        redis.RedisError: the server could not be read.
+    """
+    # The name's first characters before any glob special narrow the server-side MATCH.
+    literal = ""
+    for c in match:
+        if c in "*?[\\":
+            break
+        literal += c
+    pattern = _escape(prefix + "{" + literal) + "*"
+    names: set[str] = set()
+    for raw in client.scan_iter(match=pattern, count=1000):
+        key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        name = LockKeys.name_of(key, prefix)
+        if name is not None and fnmatch.fnmatchcase(name, match):
+            names.add(name)
+    return sorted(names)
+
+
+def _holders(info: dict[str, Any], now: float) -> list[dict[str, Any]]:
+    """Every holder of ``info`` (:func:`as_json`'s) with ``held_for`` seconds added."""
+    if info["kind"] in HOLD_KINDS:
+        holds = [dict(h) for h in info["holds"]]
+    elif info.get("holder"):
+        holds = [dict(info["holder"], role="holder", lease_remaining=info["ttl"])]
+    else:
+        holds = []
+    for h in holds:
+        acquired = dt.datetime.fromisoformat(h["acquired_at"]).timestamp()
+        h["held_for"] = round(max(0.0, now - acquired), 3)
+    return holds
+
+
+def snapshot(
+    client: redis.Redis | redis.cluster.RedisCluster, prefix: str, match: str = "*"
+) -> dict[str, Any]:
+    """One snapshot of the locks under ``prefix`` whose names match ``match``.
+
+    Returns:
+        ``{"time": ISO 8601 UTC, "prefix": ..., "match": ..., "locks": [...]}``; each lock
+        is ``inspect --json``'s object (only names held or awaited) plus ``holders`` (every
+        hold with ``host``, ``pid``, ``role``, ``fencing_token``, ``lease_remaining`` and
+        ``held_for`` seconds, by this machine's clock against the holder's) and
+        ``waiter_count`` (a FairLock's queue length; None where only "someone waits" is
+        stored). Durations are seconds.
+
+    Raises:
+        redis.RedisError: the server could not be read.
+    """
+    now = time.time()
+    locks = []
+    for name in scan_names(client, prefix, match):
+        info = as_json(inspect(client, name, prefix=prefix))
+        if not (info["held"] or info["waiters"]):
+            continue
+        info["holders"] = _holders(info, now)
+        info["waiter_count"] = len(info["queue"]) if info["kind"] == "fair" else None
+        locks.append(info)
+    return {
+        "time": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="milliseconds"),
+        "prefix": prefix,
+        "match": match,
+        "locks": locks,
+    }
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _waiters(lock: dict[str, Any]) -> str:
+    """A FairLock's queue length; elsewhere whether writers/permits or readers wait."""
+    if lock["waiter_count"] is not None:
+        return str(lock["waiter_count"])
+    who = [w for w, on in (("yes", lock["waiters"]), ("readers", lock.get("reader_waiters"))) if on]
+    return ", ".join(who) or "0"
+
+
+def table(snap: dict[str, Any]) -> Table:
+    """The snapshot as a ``rich`` table: a row per lock, one line per holder."""
+    shown = f"{snap['prefix']}{{{snap['match']}}}"
+    t = Table(
+        title=f"redislock top: {len(snap['locks'])} locks under {shown}  ({snap['time']})",
+        box=box.SIMPLE_HEAD,
+    )
+    for col, right in (
+        ("name", False),
+        ("kind", False),
+        ("holder", False),
+        ("held for s", True),
+        ("lease left s", True),
+        ("waiters", True),
+        ("fencing", True),
+    ):
+        t.add_column(col, justify="right" if right else "left", no_wrap=not right)
+    for lock in snap["locks"]:
+        holders = lock["holders"]
+        if lock["kind"] == "foreign":
+            who = f"a Redis {lock['type']}, not a lock"
+        elif not holders:
+            who = "free" if not lock["held"] else "held (value not redislock's)"
+        else:
+            who = "\n".join(
+                f"{h['host']} pid {h['pid']}" + ("" if h["role"] == "holder" else f" ({h['role']})")
+                for h in holders
+            )
+        t.add_row(
+            lock["name"],
+            KIND_LABELS[lock["kind"]],
+            who,
+            "\n".join(_seconds(h["held_for"]) for h in holders) or "-",
+            "\n".join(_seconds(h["lease_remaining"]) for h in holders) or _seconds(lock["ttl"]),
+            _waiters(lock),
+            str(lock["fencing_counter"]),
+        )
+    return t
+
+
+def top_command(
+    client: redis.Redis | redis.cluster.RedisCluster,
+    prefix: str,
+    *,
+    match: str = "*",
+    interval: float = 1.0,
+    once: bool = False,
+    as_json_output: bool = False,
+    count: int | None = None,
+) -> int:
+    """Show the locks under ``prefix`` (names matching the glob ``match``): refreshed every
+    ``interval`` seconds until Ctrl-C or ``count`` refreshes, or one snapshot with ``once``
+    (as JSON with ``as_json_output``). Returns the exit status (0).
+
+    Raises:
+        redis.RedisError: the server could not be read.
+    """
+    if once or as_json_output:
+        snap = snapshot(client, prefix, match)
+        if as_json_output:
+            print(json.dumps(snap, sort_keys=True))
+        else:
+            Console().print(table(snap))
+        return 0
+    shown = 0
+    try:
+        with Live(table(snapshot(client, prefix, match)), auto_refresh=False) as live:
+            shown = 1
+            while count is None or shown < count:
+                time.sleep(interval)
+                live.update(table(snapshot(client, prefix, match)), refresh=True)
+                shown += 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -168,11 +168,11 @@ def test_cluster_scans_every_primary(cluster: LocalCluster, rc: redis.cluster.Re
     for lock in locks:
         assert lock.acquire(timeout=5)
     try:
-        nodes = {rc.get_node_from_key(f"redislock:{{{n}}}").name for n in names}
+        nodes = {rc.get_node_from_key(f"redislock:{{{n}}}").name for n in names}  # type: ignore[no-untyped-call]
         assert len(nodes) == 3
         assert scan_names(rc, "redislock:") == sorted(names)
         assert [lk["name"] for lk in snapshot(rc, "redislock:")["locks"]] == sorted(names)
-        seed = rc.get_default_node()
+        seed = rc.get_default_node()  # type: ignore[no-untyped-call]
         url = f"redis://{seed.host}:{seed.port}"
         snap = snap_of(url, "--cluster")
         assert [lk["name"] for lk in snap["locks"]] == sorted(names)

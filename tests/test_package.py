@@ -52,7 +52,16 @@ JUNK = (
 
 # what a copy of the checkout leaves out (big, and beside the point: JUNK is planted anew)
 _NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv*", "*cache*", ".hypothesis", "site", "dist", "build", "__pycache__"
+    ".git",
+    ".venv*",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "site",
+    "dist",
+    "build",
+    "__pycache__",
 )
 
 
@@ -189,6 +198,10 @@ def test_sdist_holds_what_a_build_needs_and_no_junk(dists: Dists) -> None:
         "tests/conftest.py",
         "tests/test_package.py",
         "tools/gen_sync.py",
+        "examples/django_cache_lock.py",
+        "docs/architecture.md",
+        "bench/uncontended.py",
+        ".ci/run",
     ):
         assert wanted in names, wanted
     assert (

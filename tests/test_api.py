@@ -266,7 +266,9 @@ def test_python_m_redislock_version() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"redislock {redislock.__version__}"
+    python = ".".join(map(str, sys.version_info[:3]))
+    line = f"redislock {redislock.__version__} (redis-py {redis.__version__}, Python {python})"
+    assert proc.stdout == line + "\n"
     assert proc.stderr == ""
 
 

@@ -150,7 +150,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
         "redis-server on a private unix socket is started (or reused) for this user.",
     )
-    p.add_argument("--version", action="version", version=f"redislock {__version__}")
+    python = ".".join(map(str, sys.version_info[:3]))
+    version = f"redislock {__version__} (redis-py {redis.__version__}, Python {python})"
+    p.add_argument("--version", action="version", version=version)
     p.add_argument("--url", help="Redis URL (redis://, rediss://, unix://); default $REDIS_URL")
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help="key prefix (default %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

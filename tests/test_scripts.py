@@ -21,6 +21,7 @@ from redislock.server import RedisProcess
 from tests import clients
 from tests.scriptcases import norm
 from tests.test_scripts_compat import CASES as COMPAT_CASES
+from tests.test_scripts_election import CASES as ELECTION_CASES
 from tests.test_scripts_fair import CASES as FAIR_CASES
 from tests.test_scripts_fencing import CASES as FENCING_CASES
 from tests.test_scripts_hold import CASES as HOLD_CASES
@@ -46,6 +47,7 @@ CASES = [
     *INSPECT_CASES,
     *COMPAT_CASES,
     *ONCE_CASES,
+    *ELECTION_CASES,
 ]
 
 

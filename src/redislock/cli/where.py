@@ -17,7 +17,7 @@ Precedence, highest first, for each setting:
 A configuration file (TOML, read with :mod:`tomllib`)::
 
     url = "redis://:secret@redis.internal:6379/0"   # a redis://, rediss:// or unix:// URL
-    prefix = "redislock"                             # the key prefix
+    prefix = "redislock:"                            # the key prefix
     require_url = true                               # never fall back to the embedded server
 
     [defaults]                                       # for run, once and elect

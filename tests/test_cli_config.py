@@ -258,6 +258,21 @@ def test_secrets_are_redacted_everywhere(cli_env: dict[str, str]) -> None:
                 assert result.returncode == EXIT_UNAVAILABLE  # nothing listens on port 1
 
 
+def test_config_points_at_an_embedded_server_left_in_the_old_place(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    xdg = tmp_path / "xdg"
+    (xdg / "redislock").mkdir(parents=True)
+    env = {**cli_env, "XDG_RUNTIME_DIR": str(xdg)}
+    result = cli(env, None, "config")
+    assert result.returncode == 0
+    assert "old place" not in result.stderr  # no socket there: nothing to say
+    (xdg / "redislock" / "redis.sock").touch()
+    result = cli(env, None, "config")
+    assert result.returncode == 0
+    assert f"REDISLOCK_RUNTIME_DIR={xdg / 'redislock'} redislock server stop" in result.stderr
+
+
 # --------------------------------------------------------------------------- cron vs. shell
 
 

@@ -4,10 +4,11 @@ ReadWriteLock, a FairLock, or a Semaphore permit), inspect, list, force-release 
 kind), the lottery demo, and the embedded server.
 
 This module holds :func:`main`, the argument parser and what every subcommand shares
-(:func:`connect`, :class:`CliError`, the exit statuses); each subcommand lives in its own
+(:func:`connect`, from ``where``, which finds Redis: flag, environment, configuration files,
+embedded server; :class:`CliError`, the exit statuses); each subcommand lives in its own
 module (``run``, ``once``, ``inspecting``, ``listing``, ``force_release``, ``demo``, ``torture``,
-``server_cmd``; ``render`` shows a :class:`~redislock.inspection.LockInfo`), imported when
-it runs.
+``server_cmd``, ``where``'s ``config``; ``render`` shows a
+:class:`~redislock.inspection.LockInfo`), imported when it runs.
 
 Exit status (also in the README):
     0     success (``run``, ``once``: CMD's own status is passed through; ``once``: also

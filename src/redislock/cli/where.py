@@ -402,7 +402,30 @@ def config_command(settings: Settings, *, as_json_output: bool) -> int:
         for f in settings.files:
             state = "read" if f.found else "not found"
             print(f"{f.role + ' file':<12} {f.path} ({state})")
+    old = _old_embedded_socket()
+    if old is not None:
+        print(
+            f"redislock: {old} is the socket of an embedded server in its old place, no longer "
+            f"used; stop it with `REDISLOCK_RUNTIME_DIR={old.parent} redislock server stop`",
+            file=sys.stderr,
+        )
     if refused:
         print(f"redislock: {_refusal(settings)}", file=sys.stderr)
         return 69
     return 0
+
+
+def _old_embedded_socket() -> Path | None:
+    """``$XDG_RUNTIME_DIR/redislock/redis.sock`` if it exists and is not the one in use:
+    where the embedded server lived before it moved to ``/tmp/redislock-<uid>``."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if not xdg or not os.path.isabs(xdg):
+        return None
+    sock = Path(xdg) / "redislock" / "redis.sock"
+    if not sock.exists():
+        return None
+    try:
+        in_use = (server.runtime_dir() / "redis.sock").resolve()
+    except server.ServerError:
+        return sock
+    return None if sock.resolve() == in_use else sock

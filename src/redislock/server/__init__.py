@@ -24,7 +24,9 @@ from __future__ import annotations
 from redislock.errors import ServerError as ServerError
 from redislock.errors import ServerNotFoundError as ServerNotFoundError
 from redislock.server.embedded import ENV_RUNTIME_DIR as ENV_RUNTIME_DIR
+from redislock.server.embedded import default_runtime_dir as default_runtime_dir
 from redislock.server.embedded import embedded_status as embedded_status
+from redislock.server.embedded import embedded_url as embedded_url
 from redislock.server.embedded import ensure_embedded as ensure_embedded
 from redislock.server.embedded import runtime_dir as runtime_dir
 from redislock.server.embedded import stop_embedded as stop_embedded
@@ -37,7 +39,9 @@ __all__ = [
     "RedisProcess",
     "ServerError",
     "ServerNotFoundError",
+    "default_runtime_dir",
     "embedded_status",
+    "embedded_url",
     "ensure_embedded",
     "find_redis_server",
     "runtime_dir",

@@ -36,7 +36,9 @@ from redislock.server.process import (
 
 __all__ = [
     "ENV_RUNTIME_DIR",
+    "default_runtime_dir",
     "embedded_status",
+    "embedded_url",
     "ensure_embedded",
     "pid_alive",
     "runtime_dir",
@@ -52,11 +54,29 @@ _EMBEDDED_LOG = "redis.log"
 _EMBEDDED_LOCK = "server.lock"
 
 
+def default_runtime_dir() -> Path:
+    """``/tmp/redislock-<uid>``: the runtime directory when ``$REDISLOCK_RUNTIME_DIR`` is
+    not set, whatever the rest of the environment (the path is neither created nor
+    checked here; :func:`runtime_dir` does that)."""
+    return Path("/tmp") / f"redislock-{os.getuid()}"
+
+
+def embedded_url() -> str:
+    """The URL the embedded server answers on, ``unix://<runtime_dir>/redis.sock``, without
+    starting it.
+
+    Raises:
+        ServerError: the runtime directory is unsafe (see :func:`runtime_dir`).
+    """
+    return f"unix://{runtime_dir() / _EMBEDDED_SOCKET}"
+
+
 def runtime_dir() -> Path:
     """Return the private directory holding the embedded server's socket, log and data.
 
-    ``$REDISLOCK_RUNTIME_DIR`` if set, else ``$XDG_RUNTIME_DIR/redislock`` if
-    ``XDG_RUNTIME_DIR`` is set and is a directory, else ``/tmp/redislock-<uid>``. The
+    ``$REDISLOCK_RUNTIME_DIR`` if set, else ``/tmp/redislock-<uid>``. ``XDG_RUNTIME_DIR``
+    is deliberately not consulted: cron and other minimal environments lack it, and the
+    same user must reach the same server from cron as from a login shell. The
     directory is created with mode 0700 if missing, then checked: it must be a real
     directory (not a symlink), owned by the current user, with no group or other
     permission bits. Otherwise another user could replace the socket with their own and
@@ -71,13 +91,7 @@ def runtime_dir() -> Path:
             would exceed the AF_UNIX limit.
     """
     override = os.environ.get(ENV_RUNTIME_DIR)
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if override:
-        path = Path(os.path.abspath(override))
-    elif xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
-        path = Path(xdg) / "redislock"
-    else:
-        path = Path("/tmp") / f"redislock-{os.getuid()}"
+    path = Path(os.path.abspath(override)) if override else default_runtime_dir()
 
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)

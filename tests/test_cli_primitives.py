@@ -678,7 +678,9 @@ def test_list_shows_every_kind_and_no_internal_keys(
         for line in lines.values():
             assert f"pid {os.getpid()}" in line
 
-        status, out, _ = in_process(capsys, ["--url", url, "list", "--json", "--starts-with", "l:r"])
+        status, out, _ = in_process(
+            capsys, ["--url", url, "list", "--json", "--starts-with", "l:r"]
+        )
         assert [i["name"] for i in json.loads(out)] == ["l:re", "l:rw"]
     finally:
         for release in (plain.release, fair.release, rlock.release, rw.read().release):

@@ -171,7 +171,8 @@ exit status:
           -E/--conflict-exit-code N makes it N
   79      run, once: the lease was lost while CMD ran (CMD's process group was stopped);
           elect: leadership was lost
-  126     CMD could not be executed;  127: CMD not found
+  126     CMD could not be executed
+  127     CMD not found
   128+N   CMD was killed by signal N (130: Ctrl-C)
 """
 

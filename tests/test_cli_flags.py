@@ -321,7 +321,7 @@ def test_a_stop_longer_than_the_lease_is_named(
 
 def test_library_options_are_keyword_only_with_a_plain_message(admin: redis.Redis) -> None:
     try:
-        Lock(admin, "x", 30)  # type: ignore[misc]
+        Lock(admin, "x", 30)  # type: ignore[call-arg]
     except TypeError as exc:
         message = str(exc)
     else:

@@ -36,6 +36,7 @@ import os
 import re
 import signal
 import sys
+import textwrap
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn
@@ -268,11 +269,19 @@ _CMD_TAIL = (
 )
 
 
+def _para(text: str) -> str:
+    """``text`` wrapped for a raw help epilog, followed by the exit statuses."""
+    return textwrap.fill(text, 88) + "\n\n" + EXIT_CODES
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="redislock",
-        description="Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
-        "redis-server on a private unix socket is started (or reused) for this user.",
+        description=textwrap.fill(
+            "Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
+            "redis-server on a private unix socket is started (or reused) for this user.",
+            88,
+        ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_common(sub=False)],
@@ -282,6 +291,8 @@ def _parser() -> argparse.ArgumentParser:
     common = [_common(sub=True)]
 
     def subparser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if "description" in kwargs:
+            kwargs["description"] = textwrap.fill(kwargs["description"], 88)
         sp: argparse.ArgumentParser = sub.add_parser(
             name,
             parents=common,
@@ -296,9 +307,10 @@ def _parser() -> argparse.ArgumentParser:
         usage="redislock run [options] NAME [--] CMD [ARGS...]\n"
         "       redislock run [options] NAME -c 'SHELL COMMAND'",
         allow_abbrev=False,
-        epilog=_CMD_TAIL + "Without --read, --write, --fair or --permits it holds a plain "
-        "Lock. CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN.\n\n"
-        + EXIT_CODES,
+        epilog=_para(
+            _CMD_TAIL + "Without --read, --write, --fair or --permits it holds a plain "
+            "Lock. CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+        ),
     )
     run.add_argument("name", help="lock name")
     kind = run.add_mutually_exclusive_group()
@@ -342,8 +354,9 @@ def _parser() -> argparse.ArgumentParser:
         "waits for the lock, finds the record and exits 0 without running CMD, saying on "
         "stderr who ran it (not with -q). Only a CMD that exits 0 counts: after a failure "
         "the next attempt runs it.",
-        epilog=_CMD_TAIL + "CMD gets the fencing token of its hold in "
-        "$REDISLOCK_FENCING_TOKEN.\n\n" + EXIT_CODES,
+        epilog=_para(
+            _CMD_TAIL + "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+        ),
     )
     once.add_argument("name", help="job name (also the lock's)")
     once.add_argument(
@@ -366,7 +379,7 @@ def _parser() -> argparse.ArgumentParser:
         "while leading, with the term in $REDISLOCK_FENCING_TOKEN; stop CMD if leadership "
         "is lost (exit 79); resign when CMD exits or redislock is signalled, so the next "
         "contender leads at once.",
-        epilog=_CMD_TAIL + "\n\n" + EXIT_CODES,
+        epilog=_para(_CMD_TAIL),
     )
     elect.add_argument("name", help="election name")
     elect.add_argument("--identity", help="advertised identity (default <host>:<pid>)")

@@ -236,7 +236,7 @@ def test_run_without_a_command_is_a_usage_error(
             main(argv)
         assert info.value.code not in (0, None)
         err = capsys.readouterr().err
-        assert "run needs a command after --" in err
+        assert "run needs a command after NAME" in err
         assert "usage:" in err
 
 
@@ -550,12 +550,12 @@ def test_list_shows_held_locks_only(
             return [i["name"] for i in infos]
 
         assert names() == ["ap*x", "app:a", "app:b", "job\\2", "job]1", "other:c"]
-        assert names("--prefix", "job]") == ["job]1"]
-        assert names("--prefix", "job\\") == ["job\\2"]
-        assert names("--prefix", "app:") == ["app:a", "app:b"]
-        assert names("--prefix", "ap*") == ["ap*x"]  # glob characters are literal
-        assert names("--prefix", "nothing") == []
-        status, out, _ = in_process(capsys, ["--url", url, "list", "--prefix", "other"])
+        assert names("--starts-with", "job]") == ["job]1"]
+        assert names("--starts-with", "job\\") == ["job\\2"]
+        assert names("--starts-with", "app:") == ["app:a", "app:b"]
+        assert names("--starts-with", "ap*") == ["ap*x"]  # glob characters are literal
+        assert names("--starts-with", "nothing") == []
+        status, out, _ = in_process(capsys, ["--url", url, "list", "--starts-with", "other"])
         assert status == 0
         lines = out.splitlines()
         assert len(lines) == 1

@@ -416,7 +416,7 @@ def test_run_with_the_wrong_kind_for_a_name_is_a_usage_error(
         (["--permits", "0"], "must be between 1 and 1000000"),
         (["--permits", "1000001"], "must be between 1 and 1000000"),
         (["--permits", "two"], "not a whole number of permits"),
-        (["--permits", "2", "--ttl", "0"], "watchdog_lease"),
+        (["--permits", "2", "--ttl", "0"], "--ttl must be > 0 seconds"),
     ],
 )
 def test_run_usage_errors_exit_64_before_any_io(
@@ -678,7 +678,9 @@ def test_list_shows_every_kind_and_no_internal_keys(
         for line in lines.values():
             assert f"pid {os.getpid()}" in line
 
-        status, out, _ = in_process(capsys, ["--url", url, "list", "--json", "--prefix", "l:r"])
+        status, out, _ = in_process(
+            capsys, ["--url", url, "list", "--json", "--starts-with", "l:r"]
+        )
         assert [i["name"] for i in json.loads(out)] == ["l:re", "l:rw"]
     finally:
         for release in (plain.release, fair.release, rlock.release, rw.read().release):

@@ -6,8 +6,8 @@ kind), the lottery demo, and the embedded server.
 This module holds :func:`main`, the argument parser and what every subcommand shares
 (:func:`connect`, from ``where``, which finds Redis: flag, environment, configuration files,
 embedded server; :class:`CliError`, the exit statuses); each subcommand lives in its own
-module (``run``, ``once``, ``inspecting``, ``listing``, ``force_release``, ``demo``, ``torture``,
-``server_cmd``, ``where``'s ``config``; ``render`` shows a
+module (``run``, ``once``, ``inspecting``, ``listing``, ``top``, ``force_release``, ``demo``,
+``torture``, ``server_cmd``, ``where``'s ``config``; ``render`` shows a
 :class:`~redislock.inspection.LockInfo`), imported when it runs.
 
 Exit status (also in the README):
@@ -19,8 +19,10 @@ Exit status (also in the README):
           for the embedded server, or no URL configured and ``--require-url`` (or
           ``REDISLOCK_REQUIRE_URL=1``, or ``require_url = true``) refuses the embedded
           server (EX_UNAVAILABLE)
-    75    lock busy with ``--no-wait``, or the wait timed out, or a ``--fair`` queue is full
-          (EX_TEMPFAIL)
+    1     another failure of Redis or of the library (the message names it); ``demo``: no
+          worker drew
+    75    lock busy with ``-n/--nonblock``, or the wait timed out, or a ``--fair`` queue is
+          full (EX_TEMPFAIL; ``-E/--conflict-exit-code N`` makes it N)
     79    ``run``: the lease was lost while CMD ran; CMD's process group was stopped
           (``elect``: leadership was lost)
     126   ``run``: CMD could not be executed;  127: CMD not found
@@ -31,14 +33,17 @@ Exit status (also in the README):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import math
 import os
 import re
 import signal
 import sys
+import textwrap
 import urllib.parse
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import redis
 import redis.cluster
@@ -130,32 +135,163 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+EXIT_CODES = """\
+exit status:
+  0       success; run, once, elect: CMD's own status is passed through (once: also 0
+          when the period's run was already done)
+  1       another failure of Redis or of the library (the message names it)
+  64      bad usage or an invalid argument (EX_USAGE); also a bare `redislock`;
+          run: NAME is in use by another kind of lock
+  69      Redis unreachable, or no redis-server for the embedded server, or no URL
+          with --require-url (EX_UNAVAILABLE)
+  78      a configuration file is not valid TOML or has a bad key or value (EX_CONFIG)
+  75      busy with -n, or the wait timed out, or a --fair queue is full (EX_TEMPFAIL);
+          -E/--conflict-exit-code N makes it N
+  79      run, once: the lease was lost while CMD ran (CMD's process group was stopped);
+          elect: leadership was lost
+  126     CMD could not be executed
+  127     CMD not found
+  128+N   CMD was killed by signal N (130: Ctrl-C)
+"""
+
+LONG_LEASE = 3600.0
+"""A ``--ttl`` above this many seconds gets a warning on stderr (milliseconds meant?)."""
+
+_WITH_CMD = ("run", "once", "elect")
+
+
+def _common(sub: bool) -> _Parser:
+    """The options every subcommand takes, before or after its name. The subcommands'
+    copies default to "not given" (SUPPRESS), so that one before the subcommand counts."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if sub else value
+
+    c = _Parser(add_help=False)
+    c.add_argument(
+        "--url",
+        default=default(None),
+        help="Redis URL (redis://, rediss://, unix://); default $REDIS_URL, then url in "
+        "~/.config/redislock/config.toml, then in /etc/redislock/config.toml",
+    )
+    c.add_argument(
+        "--prefix",
+        default=default(None),  # None: REDISLOCK_PREFIX, the config files, then the default
+        help=f"key prefix of the locks (default {DEFAULT_PREFIX})",
+    )
+    c.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default(False),
+        help="no output of ours when busy, timed out or already done (failures still print)",
+    )
+    c.add_argument(
+        "--require-url",
+        action="store_true",
+        default=default(False),
+        help="refuse the embedded server: exit 69 without --url, REDIS_URL or a config file",
+    )
+    return c
+
+
+def _hold_options(p: argparse.ArgumentParser, *, lease: str, nowait_alias: bool) -> None:
+    """What run, once and elect share: waiting, the busy status, -c, the lease, grace."""
+    wait = p.add_mutually_exclusive_group()
+    wait.add_argument("-w", "--wait", type=_seconds, metavar="S", help="wait at most S seconds")
+    names = ["-n", "--nonblock", "--no-wait"] if nowait_alias else ["-n", "--nonblock"]
+    wait.add_argument(
+        *names,
+        dest="wait",
+        action="store_const",
+        const=0.0,
+        help="one try: exit 75 (or -E's N) at once if busy (= --wait 0)",
+    )
+    p.add_argument(
+        "-E",
+        "--conflict-exit-code",
+        type=_exit_code,
+        default=EXIT_BUSY,
+        metavar="N",
+        help=f"exit status when busy or the wait timed out (default {EXIT_BUSY})",
+    )
+    p.add_argument(
+        "-c",
+        dest="shell",
+        metavar="'SHELL COMMAND'",
+        help="run this via /bin/sh -c instead of CMD",
+    )
+    p.add_argument("--ttl", type=_seconds, default=30.0, help=lease)
+    p.add_argument(
+        "--grace",
+        type=_seconds,
+        default=10.0,
+        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)",
+    )
+
+
+def _exit_code(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an exit status: {text!r}") from None
+    if not 0 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 255: {text!r}")
+    return value
+
+
+_LEASE_HELP = "lease in seconds, renewed every third of it while CMD runs (default 30)"
+_CMD_TAIL = (
+    "CMD is the first word after NAME that is not an option (options after it are CMD's); "
+    "'--' before CMD works too. -c 'shell command' runs through /bin/sh -c instead. "
+)
+
+
+def _para(text: str) -> str:
+    """``text`` wrapped for a raw help epilog, followed by the exit statuses."""
+    return textwrap.fill(text, 88) + "\n\n" + EXIT_CODES
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="redislock",
-        description="Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
-        "redis-server on a private unix socket is started (or reused) for this user.",
+        description=textwrap.fill(
+            "Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
+            "redis-server on a private unix socket is started (or reused) for this user.",
+            88,
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common(sub=False)],
     )
     python = ".".join(map(str, sys.version_info[:3]))
     version = f"redislock {__version__} (redis-py {redis.__version__}, Python {python})"
     p.add_argument("--version", action="version", version=version)
-    p.add_argument(
-        "--url",
-        help="Redis URL (redis://, rediss://, unix://); default $REDIS_URL, then url in "
-        "~/.config/redislock/config.toml, then in /etc/redislock/config.toml",
-    )
-    p.add_argument("--prefix", help=f"key prefix (default {DEFAULT_PREFIX})")
-    p.add_argument(
-        "--require-url",
-        action="store_true",
-        help="never fall back to the embedded server: exit 69 if no URL is configured",
-    )
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="no notice when the embedded server is used"
-    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = [_common(sub=True)]
 
-    run = sub.add_parser("run", help="run a command while holding a lock")
+    def subparser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if "description" in kwargs:
+            kwargs["description"] = textwrap.fill(kwargs["description"], 88)
+        sp: argparse.ArgumentParser = sub.add_parser(
+            name,
+            parents=common,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            **kwargs,
+        )
+        return sp
+
+    run = subparser(
+        "run",
+        help="run a command while holding a lock",
+        usage="redislock run [options] NAME [--] CMD [ARGS...]\n"
+        "       redislock run [options] NAME -c 'SHELL COMMAND'",
+        allow_abbrev=False,
+        epilog=_para(
+            _CMD_TAIL + "Without --read, --write, --fair or --permits it holds a plain "
+            "Lock. CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+        ),
+    )
     run.add_argument("name", help="lock name")
     kind = run.add_mutually_exclusive_group()
     kind.add_argument(
@@ -186,35 +322,21 @@ def _parser() -> argparse.ArgumentParser:
         help="take one permit of Semaphore(NAME, permits=N) (a count stored in Redis by "
         "set_permits wins)",
     )
-    run.add_argument(
-        "--ttl",
-        type=_seconds,
-        default=30.0,
-        help="lease in seconds, renewed every third of it while CMD runs (default 30)",
-    )
-    wait = run.add_mutually_exclusive_group()
-    wait.add_argument("--wait", type=_seconds, metavar="S", help="wait at most S seconds")
-    wait.add_argument("--no-wait", action="store_true", help="exit 75 at once if busy")
-    run.add_argument(
-        "--grace",
-        type=_seconds,
-        default=10.0,
-        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)",
-    )
-    run.epilog = (
-        "The command follows '--': redislock run NAME [options] -- CMD [ARGS...]. "
-        "Without --read, --write, --fair or --permits it holds a plain Lock. "
-        "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
-    )
+    _hold_options(run, lease=_LEASE_HELP, nowait_alias=True)
 
-    once = sub.add_parser(
+    once = subparser(
         "once",
         help="run a command exactly once per period among many processes",
+        usage="redislock once [options] NAME --period S [--] CMD [ARGS...]",
+        allow_abbrev=False,
         description="Runs CMD if no run of NAME succeeded yet in this period, holding "
         "Lock(NAME) while it runs (as `run` does). Another process of the same period "
         "waits for the lock, finds the record and exits 0 without running CMD, saying on "
-        "stderr who ran it. Only a CMD that exits 0 counts: after a failure the next "
-        "attempt runs it.",
+        "stderr who ran it (not with -q). Only a CMD that exits 0 counts: after a failure "
+        "the next attempt runs it.",
+        epilog=_para(
+            _CMD_TAIL + "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+        ),
     )
     once.add_argument("name", help="job name (also the lock's)")
     once.add_argument(
@@ -226,68 +348,43 @@ def _parser() -> argparse.ArgumentParser:
         "(86400: a UTC day); with --key, how long its record lives",
     )
     once.add_argument("--key", metavar="K", help="an explicit period key (e.g. 2026-11-23) instead")
-    once.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="say nothing when the period was done",
-    )
-    once.add_argument(
-        "--ttl",
-        type=_seconds,
-        default=30.0,
-        help="lease in seconds, renewed every third of it while CMD runs (default 30)",
-    )
-    once.add_argument(
-        "--wait", type=_seconds, metavar="S", help="wait at most S seconds for the lock"
-    )
-    once.add_argument(
-        "--grace",
-        type=_seconds,
-        default=10.0,
-        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)",
-    )
-    once.epilog = (
-        "The command follows '--': redislock once NAME --period S [options] -- CMD [ARGS...]. "
-        "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
-    )
+    _hold_options(once, lease=_LEASE_HELP, nowait_alias=False)
 
-    elect = sub.add_parser(
+    elect = subparser(
         "elect",
         help="run a command only while this process leads an election",
+        usage="redislock elect [options] NAME [--] CMD [ARGS...]",
+        allow_abbrev=False,
         description="Campaign for leadership of Election(NAME) (waiting in line), run CMD "
         "while leading, with the term in $REDISLOCK_FENCING_TOKEN; stop CMD if leadership "
         "is lost (exit 79); resign when CMD exits or redislock is signalled, so the next "
         "contender leads at once.",
+        epilog=_para(_CMD_TAIL),
     )
     elect.add_argument("name", help="election name")
     elect.add_argument("--identity", help="advertised identity (default <host>:<pid>)")
-    elect.add_argument(
-        "--ttl",
-        type=_seconds,
-        default=30.0,
-        help="leadership lease in seconds, renewed every third of it; a dead leader is "
+    _hold_options(
+        elect,
+        lease="leadership lease in seconds, renewed every third of it; a dead leader is "
         "replaced within it (default 30)",
+        nowait_alias=False,
     )
-    elect.add_argument("--wait", type=_seconds, metavar="S", help="campaign at most S seconds")
-    elect.add_argument(
-        "--grace",
-        type=_seconds,
-        default=10.0,
-        help="seconds between SIGTERM and SIGKILL when leadership is lost (default 10)",
-    )
-    elect.epilog = "The command follows '--': redislock elect NAME [options] -- CMD [ARGS...]."
 
-    ins = sub.add_parser("inspect", help="show who holds a lock (any kind), and who waits")
+    ins = subparser("inspect", help="show who holds a lock (any kind), and who waits")
     ins.add_argument("name")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
 
-    ls = sub.add_parser("list", help="list held locks of every kind (SCAN, never KEYS)")
-    ls.add_argument("--prefix", dest="name_prefix", default="", help="lock names starting so")
+    ls = subparser("list", help="list held locks of every kind (SCAN, never KEYS)")
+    ls.add_argument(
+        "--starts-with",
+        dest="name_prefix",
+        default="",
+        metavar="TEXT",
+        help="only lock names starting with TEXT (literally; --prefix is the key prefix)",
+    )
     ls.add_argument("--json", action="store_true", help="machine-readable output")
 
-    top = sub.add_parser(
+    top = subparser(
         "top",
         help="a live view of the locks under the prefix: holders, leases, waiters",
         description="Refreshes every --interval seconds (Ctrl-C ends it) from SCAN plus "
@@ -310,7 +407,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the URL is a node of a Redis Cluster: scan every primary",
     )
 
-    rel = sub.add_parser(
+    rel = subparser(
         "release",
         help="delete a lock whoever holds it (needs --force)",
         description="Operator override for any kind: a Lock is deleted and one waiter woken; "
@@ -321,14 +418,14 @@ def _parser() -> argparse.ArgumentParser:
     rel.add_argument("name")
     rel.add_argument("--force", action="store_true", help="yes, really")
 
-    demo = sub.add_parser("demo", help="the lottery: N processes race, exactly one draws")
+    demo = subparser("demo", help="the lottery: N processes race, exactly one draws")
     demo.add_argument("--workers", type=int, default=5, help="processes (default 5)")
 
     from redislock.cli import torture
 
-    torture.add_parser(sub)
+    torture.add_parser(sub, parents=common)
 
-    cfg = sub.add_parser(
+    cfg = subparser(
         "config",
         help="show which Redis URL and prefix are in effect, and where each came from",
         description="Prints each setting in effect (url, prefix, require_url, and the "
@@ -338,20 +435,101 @@ def _parser() -> argparse.ArgumentParser:
     )
     cfg.add_argument("--json", action="store_true", help="machine-readable output")
 
-    srv = sub.add_parser("server", help="the embedded redis-server")
+    srv = subparser("server", help="the embedded redis-server")
     srv.add_argument("action", choices=["status", "stop", "start"])
     srv.add_argument("--json", action="store_true", help="machine-readable output")
     return p
+
+
+def _takes_value(parser: argparse.ArgumentParser, word: str) -> bool:
+    """Whether option ``word`` (as typed) consumes the next word as its value."""
+    if word.startswith("--"):
+        action = parser._option_string_actions.get(word)
+        return "=" not in word and action is not None and action.nargs != 0
+    for i in range(1, len(word)):  # -nq, -w5, -nw 5: a cluster of short options
+        action = parser._option_string_actions.get("-" + word[i])
+        if action is None:
+            return False
+        if action.nargs != 0:
+            return i == len(word) - 1  # a value attached (-w5) or the next word (-w)
+    return False
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser | None = action.choices.get(name)
+            return found
+    return None
+
+
+def _split_command(
+    parser: argparse.ArgumentParser, words: list[str]
+) -> tuple[list[str], list[str]]:
+    """``words`` cut into redislock's own and CMD's, as flock, etcdctl and consul do: for
+    run, once and elect CMD starts at the first word after NAME that is not an option (or
+    after a ``--``); options after CMD are CMD's."""
+    i, current, positionals = 0, parser, 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return words[:i], words[i + 1 :]
+        if word.startswith("-") and word != "-":
+            i += 2 if _takes_value(current, word) else 1
+            continue
+        if current is parser:  # the subcommand
+            if word not in _WITH_CMD:
+                break
+            found = _subparser(parser, word)
+            if found is None:
+                break
+            current = found
+        else:
+            positionals += 1
+            if positionals == 2:  # NAME was the first; CMD starts here
+                return words[:i], words[i:]
+        i += 1
+    if "--" in words:  # any other subcommand: everything after "--" is left over
+        cut = words.index("--")
+        return words[:cut], words[cut + 1 :]
+    return words, []
+
+
+class _LostReasons(logging.Handler):
+    """The library's log records, for the CLI: a lease-loss warning is kept for ``run``'s
+    one message (and not printed a second time), the others are printed as our lines."""
+
+    reasons: ClassVar[dict[str, str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == "lease of lock %r lost: %s" and isinstance(record.args, tuple):
+            name, reason = record.args
+            self.reasons[str(name)] = str(reason)
+            return
+        with contextlib.suppress(Exception):
+            print(f"redislock: {record.getMessage()}", file=sys.stderr)
+
+
+def lost_reason(name: str) -> str | None:
+    """Why the library says the lease of ``name`` was lost (None: it said nothing)."""
+    return _LostReasons.reasons.get(name)
+
+
+def _quiet_library_logs() -> None:
+    log = logging.getLogger("redislock")
+    if not any(isinstance(h, _LostReasons) for h in log.handlers):
+        log.addHandler(_LostReasons(logging.WARNING))
+        log.propagate = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
     words = list(sys.argv[1:] if argv is None else argv)
-    cmd: list[str] = []
-    if "--" in words:  # everything after the first "--" is the command of run, once, elect
-        cut = words.index("--")
-        words, cmd = words[:cut], words[cut + 1 :]
+    if not words:  # like git: the help, and not a success
+        parser.print_help(sys.stdout)
+        return EXIT_USAGE
+    words, cmd = _split_command(parser, words)
     where.defer_defaults(parser)
     args = parser.parse_args(words)
     args.cmd = cmd
@@ -359,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         url = where.resolve(args.url).url.value
     except CliError:
         url = args.url or os.environ.get("REDIS_URL")
+    _quiet_library_logs()
 
     def say(message: str) -> None:  # never a password, whatever the message quotes
         print(f"redislock: {redact(message, url)}", file=sys.stderr)
@@ -388,11 +567,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _connect(args: argparse.Namespace) -> redis.Redis:
-    client: redis.Redis = connect(
-        args.url, require_url=args.require_url, quiet=getattr(args, "quiet", False)
-    )
-    return client
+def _command_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """CMD of run, once or elect: its words, or /bin/sh -c with ``-c``."""
+    if args.shell is not None:
+        if args.cmd:
+            parser.error(f"give CMD or -c 'shell command', not both (CMD: {args.cmd[0]!r})")
+        return ["/bin/sh", "-c", args.shell]
+    if not args.cmd:
+        parser.error(
+            f"{args.command} needs a command after NAME (or after --), or -c 'shell command': "
+            f"redislock {args.command} NAME [--] CMD [ARGS...]"
+        )
+    cmd: list[str] = args.cmd
+    return cmd
+
+
+def _check_lease(args: argparse.Namespace) -> None:
+    """``--ttl`` in words a user can act on: > 0, and a warning past an hour."""
+    if args.ttl <= 0:
+        raise CliError(f"--ttl must be > 0 seconds, got {args.ttl:g}", EXIT_USAGE)
+    if args.ttl > LONG_LEASE and not args.quiet:
+        print(
+            f"redislock: warning: --ttl {args.ttl:g} is {args.ttl / 60:.0f} minutes; did you "
+            "mean milliseconds? seconds are expected",
+            file=sys.stderr,
+        )
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -405,65 +604,51 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     where.fill_defaults(args, settings)
     if args.command == "config":
         return where.config_command(settings, as_json_output=args.json)
+
+    def client() -> redis.Redis:
+        made: redis.Redis = connect(args.url, require_url=args.require_url, quiet=args.quiet)
+        return made
+
+    cmd: list[str] = []
+    hold: dict[str, Any] = {}
+    if args.command in _WITH_CMD:
+        cmd = _command_of(args, parser)
+        _check_lease(args)
+        hold = {
+            "ttl": args.ttl,
+            "wait": args.wait,
+            "grace": args.grace,
+            "prefix": args.prefix,
+            "conflict_status": args.conflict_exit_code,
+            "quiet": args.quiet,
+        }
     if args.command == "run":
         from redislock.cli.run import run_command
 
-        cmd = args.cmd
-        if not cmd:
-            parser.error("run needs a command after --: redislock run NAME -- CMD [ARGS...]")
         return run_command(
-            _connect(args),
+            client(),
             args.name,
             cmd,
-            ttl=args.ttl,
-            wait=0.0 if args.no_wait else args.wait,
-            grace=args.grace,
-            prefix=args.prefix,
             kind="permit" if args.permits is not None else args.kind or "lock",
             permits=args.permits,
+            **hold,
         )
     if args.command == "once":
         from redislock.cli.once import once_command
 
-        if not args.cmd:
-            parser.error("once needs a command after --: redislock once NAME -- CMD [ARGS...]")
-        return once_command(
-            _connect(args),
-            args.name,
-            args.cmd,
-            period=args.period,
-            key=args.key,
-            ttl=args.ttl,
-            wait=args.wait,
-            grace=args.grace,
-            prefix=args.prefix,
-            quiet=args.quiet,
-        )
+        return once_command(client(), args.name, cmd, period=args.period, key=args.key, **hold)
     if args.command == "elect":
         from redislock.cli.run import run_command
 
-        if not args.cmd:
-            parser.error("elect needs a command after --: redislock elect NAME -- CMD [ARGS...]")
-        return run_command(
-            _connect(args),
-            args.name,
-            args.cmd,
-            ttl=args.ttl,
-            wait=args.wait,
-            grace=args.grace,
-            prefix=args.prefix,
-            kind="elect",
-            identity=args.identity,
-        )
+        return run_command(client(), args.name, cmd, kind="elect", identity=args.identity, **hold)
     if args.command == "inspect":
         from redislock.cli.inspecting import inspect_command
 
-        return inspect_command(_connect(args), args.name, args.prefix, as_json_output=args.json)
+        return inspect_command(client(), args.name, args.prefix, as_json_output=args.json)
     if args.command == "list":
         from redislock.cli.listing import list_command
 
-        client = _connect(args)
-        return list_command(client, args.name_prefix, args.prefix, as_json_output=args.json)
+        return list_command(client(), args.name_prefix, args.prefix, as_json_output=args.json)
     if args.command == "top":
         from redislock.cli.top import top_command
 
@@ -471,7 +656,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error("--count must be at least 1")
         if args.interval <= 0:
             parser.error("--interval must be > 0 seconds")
-        single = _connect(args)
+        single = client()
         top_client: redis.Redis | redis.cluster.RedisCluster = single
         if args.cluster:
             # a seed node, with the URL's settings (credentials, TLS, timeouts)
@@ -494,7 +679,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             raise CliError(
                 "release deletes the lock whoever holds it; add --force to do it", EXIT_USAGE
             )
-        return force_release_command(_connect(args), args.name, args.prefix)
+        return force_release_command(client(), args.name, args.prefix)
     if args.command == "demo":
         from redislock.cli.demo import run_demo
 

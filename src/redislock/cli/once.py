@@ -35,12 +35,13 @@ def once_command(
     grace: float,
     prefix: str,
     quiet: bool,
+    conflict_status: int | None = None,
 ) -> int:
     """Run ``cmd`` if this process wins the current period of ``name`` (``period`` seconds,
     aligned on UTC multiples, or the explicit ``key``), holding ``Lock(name)`` with a
     watchdog lease of ``ttl`` seconds while it runs; ``wait``: seconds to wait for the lock
     (None: no limit); ``grace``: as for ``run``. ``quiet``: say nothing when the period was
-    already done.
+    already done, or busy; ``conflict_status``: as for ``run``.
 
     Returns:
         0 when the period was already done (stderr names the run unless ``quiet``); else
@@ -86,5 +87,14 @@ def once_command(
         return Guard("once lock", take, commit)
 
     return run_command(
-        client, name, cmd, ttl=ttl, wait=wait, grace=grace, prefix=prefix, custom=custom
+        client,
+        name,
+        cmd,
+        ttl=ttl,
+        wait=wait,
+        grace=grace,
+        prefix=prefix,
+        custom=custom,
+        conflict_status=conflict_status,
+        quiet=quiet,
     )

@@ -155,6 +155,8 @@ def run_command(
     permits: int | None = None,
     custom: Callable[[Callable[[Any], object]], Guard] | None = None,
     identity: str | None = None,
+    conflict_status: int | None = None,
+    quiet: bool = False,
 ) -> int:
     """Acquire ``name`` (watchdog lease of ``ttl`` seconds), run ``cmd``, release.
 
@@ -165,7 +167,8 @@ def run_command(
     (``once``). CMD gets the fencing token of the hold (an election's term) in
     ``$REDISLOCK_FENCING_TOKEN``. For ``elect``, releasing is resigning: when CMD exits
     or we are signalled (the signal is forwarded, CMD exits, then we resign), the next
-    contender leads at once.
+    contender leads at once. ``conflict_status``: the exit status when busy or the wait
+    timed out (None: 75); ``quiet``: say nothing then.
 
     CMD runs in its own process group, so that everything it starts can be stopped together.
     SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are forwarded to that group. When stdin
@@ -184,10 +187,15 @@ def run_command(
     """
     from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
 
+    busy = EXIT_BUSY if conflict_status is None else conflict_status
     lost = threading.Event()
+    clock = _StopClock()
+    stopped_for: list[float] = []
 
     def stop_child() -> None:
         # Runs in the renewer: SIGTERM the group now, SIGKILL after the grace period.
+        if not lost.is_set():
+            stopped_for.append(clock.longest_gap())
         lost.set()
         child.send(signal.SIGTERM)
         child.kill_later(grace)
@@ -228,8 +236,9 @@ def run_command(
     except Settled as done:
         return done.status
     except QueueFullError as exc:
-        print(f"redislock: {how.what} {name!r} is busy: {exc}", file=sys.stderr)
-        return EXIT_BUSY
+        if not quiet:
+            print(f"redislock: {how.what} {name!r} is busy: {exc}", file=sys.stderr)
+        return busy
     except redis.exceptions.ResponseError as exc:
         if "WRONGTYPE" not in str(exc):
             raise
@@ -240,8 +249,9 @@ def run_command(
             EXIT_USAGE,
         ) from exc
     if held is None:
-        print(f"redislock: {how.what} {name!r} is busy", file=sys.stderr)
-        return EXIT_BUSY
+        if not quiet:
+            print(f"redislock: {_busy(client, how.what, name, prefix, wait)}", file=sys.stderr)
+        return busy
     previous: dict[int, Any] = {}
     release_error: Exception | None = None
     commit_error: Exception | None = None
@@ -254,6 +264,7 @@ def run_command(
                 previous[sig] = signal.signal(sig, child.forward)
         previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, child.on_tstp)
         if not lost.is_set():
+            clock.start()
             try:
                 child.start(cmd, {**os.environ, ENV_FENCING_TOKEN: str(held.fencing_token)})
             except FileNotFoundError:
@@ -273,6 +284,7 @@ def run_command(
                 except Exception as exc:
                     commit_error = exc
     finally:
+        clock.stop()
         child.done()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -283,10 +295,7 @@ def run_command(
         except Exception as exc:
             release_error = exc
     if lost.is_set():
-        print(
-            f"redislock: lease of {how.what} {name!r} was lost while the command ran",
-            file=sys.stderr,
-        )
+        print(f"redislock: {_lost(how.what, name, ttl, stopped_for)}", file=sys.stderr)
         return EXIT_LOST
     if commit_error is not None:
         print(
@@ -299,6 +308,83 @@ def run_command(
         print(f"redislock: release of {name!r} failed: {release_error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     return 128 - status if status < 0 else status
+
+
+def _holder(client: redis.Redis, name: str, prefix: str) -> str:
+    """Who holds ``name``, in a few words ("" if it cannot be told)."""
+    from redislock.cli.render import as_json
+    from redislock.inspection import inspect
+
+    try:
+        info = as_json(inspect(client, name, prefix=prefix))
+    except Exception:  # only for the message: the status is what counts
+        return ""
+    if info.get("holder"):
+        h = info["holder"]
+        return f"held by {h['host']} pid {h['pid']} since {h['acquired_at']}"
+    holds = info.get("holds") or []
+    if holds:
+        who = ", ".join(f"{h['role']} {h['host']} pid {h['pid']}" for h in holds[:3])
+        more = f" and {len(holds) - 3} more" if len(holds) > 3 else ""
+        return f"held by {who}{more}"
+    return "held (holder unknown)" if info.get("held") else "freed just now"
+
+
+def _busy(client: redis.Redis, what: str, name: str, prefix: str, wait: float | None) -> str:
+    """The message for a busy name: one try (``wait`` 0) or a wait that timed out."""
+    holder = _holder(client, name, prefix)
+    tail = f": {holder}" if holder else ""
+    if not wait:
+        return f"{what} {name!r} is busy{tail}"
+    return f"waited {wait:.1f} s for {what} {name!r}{tail}"
+
+
+def _lost(what: str, name: str, ttl: float, stopped_for: list[float]) -> str:
+    """The one message for a lost lease, with its reason in plain words."""
+    from redislock.cli import lost_reason
+
+    head = f"lease of {what} {name!r} was lost while the command ran"
+    gap = stopped_for[0] if stopped_for else 0.0
+    if gap >= ttl / 2:
+        return (
+            f"{head}: the lease ran out while redislock was stopped (SIGSTOP/Ctrl-Z) or "
+            f"suspended for {gap:.1f} s (--ttl {ttl:g} s)"
+        )
+    reason = lost_reason(name)
+    if reason is None:
+        return head
+    if reason.startswith("TimeoutError: no answer"):
+        reason = f"Redis did not answer the renewals within the --ttl {ttl:g} s lease"
+    return f"{head}: {reason}"
+
+
+class _StopClock:
+    """A thread ticking every 0.1 s: the longest gap between two ticks tells how long this
+    process was stopped (SIGSTOP, Ctrl-Z) or the machine suspended."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+        self._gap = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="redislock-stopclock")
+        self._thread.daemon = True
+
+    def start(self) -> None:
+        self._last = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.1):
+            now = time.monotonic()
+            self._gap = max(self._gap, now - self._last)
+            self._last = now
+
+    def longest_gap(self) -> float:
+        """The longest time between two ticks so far, the current one included (s)."""
+        return max(self._gap, time.monotonic() - self._last)
 
 
 def _terminal() -> int | None:

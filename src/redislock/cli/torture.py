@@ -17,12 +17,13 @@ from typing import Any
 __all__ = ["add_parser", "torture_command"]
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any, parents: list[Any] | None = None) -> None:
     """Add the ``torture`` sub-command to the CLI's sub-parsers."""
     from redislock.testing.faults import ALL_FAULTS, CONTROLS, FLAVOURS, SCENARIOS
 
     t = sub.add_parser(
         "torture",
+        parents=parents or [],
         help="prove the locks under faults: fault proxies, pauses, kills, Redis stalls and "
         "restarts, a fenced oracle and history checkers",
         description="Start redis-server(s) (or use --url), fault proxies, a fenced oracle and "

@@ -251,7 +251,7 @@ def test_require_url_refuses_the_embedded_server(cli_env: dict[str, str], tmp_pa
     ran = tmp_path / "ran"
     result = cli(cli_env, None, "run", "job", "--require-url", "touch", str(ran))
     assert result.returncode == EXIT_UNAVAILABLE
-    assert "refusing the embedded server (--require-url)" in result.stderr
+    assert "--require-url refuses the embedded server" in result.stderr
     assert not ran.exists()
 
 

@@ -260,7 +260,7 @@ async def test_async_campaign_leader_proclaim_resign(ar: redis.asyncio.Redis) ->
         assert await b.leader() == LeaderInfo("a", term, "")
         await a.proclaim("v")
         assert await b.leader() == LeaderInfo("a", term, "v")
-        waiting = asyncio.ensure_future(b._lead(5))
+        waiting = asyncio.ensure_future(b.lead(5))
         await asyncio.sleep(0.1)
         assert not waiting.done()
     term2 = await asyncio.wait_for(waiting, 1)

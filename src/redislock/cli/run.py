@@ -133,7 +133,7 @@ def guard(
 
         def lead(wait: float | None) -> Held | None:
             try:
-                election._lead(wait)  # waits in line; advertises the identity
+                election.lead(wait)  # waits in line; advertises the identity
             except AcquireTimeoutError:
                 return None
             return election

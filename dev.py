@@ -162,7 +162,17 @@ _VALKEY_OPTIONS = (
 
 SCRIPT_CASES = tuple(
     f"tests/test_scripts_{family}.py"
-    for family in ("lock", "fair", "hold", "multi", "compat", "fencing", "inspect", "once")
+    for family in (
+        "lock",
+        "fair",
+        "hold",
+        "multi",
+        "compat",
+        "fencing",
+        "inspect",
+        "once",
+        "election",
+    )
 )
 """Every script's behaviour, case by case (tests/scriptcases.py runs them)."""
 

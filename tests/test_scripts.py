@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Lua scripts: inventory, header documentation, SHA1s, and checks over every behaviour
 case. The cases themselves run in ``tests/test_scripts_<family>.py`` (lock, hold, fair, multi,
-fencing, inspect), with the vocabulary of ``tests/scriptcases.py``."""
+fencing, inspect, once, election), with the vocabulary of ``tests/scriptcases.py``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from redislock.server import RedisProcess
 from tests import clients
 from tests.scriptcases import norm
 from tests.test_scripts_compat import CASES as COMPAT_CASES
+from tests.test_scripts_election import CASES as ELECTION_CASES
 from tests.test_scripts_fair import CASES as FAIR_CASES
 from tests.test_scripts_fencing import CASES as FENCING_CASES
 from tests.test_scripts_hold import CASES as HOLD_CASES
@@ -46,6 +47,7 @@ CASES = [
     *INSPECT_CASES,
     *COMPAT_CASES,
     *ONCE_CASES,
+    *ELECTION_CASES,
 ]
 
 

@@ -19,7 +19,7 @@ from redislock._core.election import (
     default_identity,
 )
 from redislock._core.fair import NO_QUEUE_LIMIT
-from redislock._core.lock import LockCore
+from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
@@ -174,7 +174,8 @@ class AsyncElection(AsyncLease):
             LockUsageError: this object already leads.
             AcquireTimeoutError: ``timeout`` seconds passed without leadership.
             LockLostError: the lease ended before it could be advertised (nothing is held).
-            redis.exceptions.RedisError: Redis failed (nothing is held).
+            redis.exceptions.RedisError: Redis failed; nothing is held (a lock granted but
+                not advertised is released, or if that fails too, no longer renewed).
             asyncio.CancelledError: cancelled while waiting; nothing is left queued.
         """
         core = self._election
@@ -187,15 +188,22 @@ class AsyncElection(AsyncLease):
         try:
             advertised = await run(self._client, core.advertise_flow(h))
         except BaseException:
-            with contextlib.suppress(Exception):
-                await _steps.release(self, core, h)
+            await self._withdraw(core, h)
             raise
         if not advertised:
             core.mark_lost(h, "the lease ended before the leader was advertised")
-            with contextlib.suppress(Exception):
-                await _steps.release(self, core, h)
+            await self._withdraw(core, h)
             raise LockLostError(self.name, h.lost_reason)
         return h.fence
+
+    async def _withdraw(self, core: ElectionCore, h: Holding) -> None:
+        # Release h, a leadership never advertised (its caller gets an exception, so nobody
+        # would resign it); if the release fails too, h is marked lost, which stops the
+        # watchdog: the lease then ends by itself and the next contender leads.
+        try:
+            await _steps.release(self, core, h)
+        except Exception:
+            core.mark_lost(h, "the campaign failed before the leader was advertised")
 
     async def resign(self) -> None:
         """Stop leading: withdraw the advertised leader (published to observers), then

@@ -21,7 +21,7 @@ from redislock._core.election import (
     default_identity,
 )
 from redislock._core.fair import NO_QUEUE_LIMIT
-from redislock._core.lock import LockCore
+from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.errors import AcquireTimeoutError, LockLostError
 from redislock.sync import _flavour, _steps
@@ -175,7 +175,8 @@ class Election(Lease):
             LockUsageError: this object already leads.
             AcquireTimeoutError: ``timeout`` seconds passed without leadership.
             LockLostError: the lease ended before it could be advertised (nothing is held).
-            redis.exceptions.RedisError: Redis failed (nothing is held).
+            redis.exceptions.RedisError: Redis failed; nothing is held (a lock granted but
+                not advertised is released, or if that fails too, no longer renewed).
         """
         core = self._election
         wait = core.check_acquire_args(True, timeout)
@@ -187,15 +188,22 @@ class Election(Lease):
         try:
             advertised = run(self._client, core.advertise_flow(h))
         except BaseException:
-            with contextlib.suppress(Exception):
-                _steps.release(self, core, h)
+            self._withdraw(core, h)
             raise
         if not advertised:
             core.mark_lost(h, "the lease ended before the leader was advertised")
-            with contextlib.suppress(Exception):
-                _steps.release(self, core, h)
+            self._withdraw(core, h)
             raise LockLostError(self.name, h.lost_reason)
         return h.fence
+
+    def _withdraw(self, core: ElectionCore, h: Holding) -> None:
+        # Release h, a leadership never advertised (its caller gets an exception, so nobody
+        # would resign it); if the release fails too, h is marked lost, which stops the
+        # watchdog: the lease then ends by itself and the next contender leads.
+        try:
+            _steps.release(self, core, h)
+        except Exception:
+            core.mark_lost(h, "the campaign failed before the leader was advertised")
 
     def resign(self) -> None:
         """Stop leading: withdraw the advertised leader (published to observers), then

@@ -142,6 +142,30 @@ def guard(
     raise ValueError(f"unknown kind {kind!r}")
 
 
+STEP_DOWN: Final = 0.25
+"""``redislock elect`` stops CMD when its local lease estimate has less than this fraction
+of the lease left (Kubernetes client-go's renew deadline, shorter than the lease: renewals
+that keep failing stop the leader before another contender can lead; the watchdog alone
+reports the loss only when the estimate ends). A healthy leader renews every third of the
+lease, so this fires only after renewals failed or stalled for over five twelfths of it."""
+
+
+def _step_down_in_time(
+    election: Election, margin: float, ended: threading.Event, stop: Callable[[], None]
+) -> None:
+    # Polls the local estimate (no I/O), so a renewal stuck on an unresponsive server
+    # cannot delay it.
+    while not ended.wait(0.05):
+        try:
+            election.check(margin)
+        except LockLostError:
+            if not ended.is_set():
+                stop()
+            return
+        except Exception:  # resigned meanwhile: nothing to watch
+            return
+
+
 def run_command(
     client: redis.Redis,
     name: str,
@@ -206,6 +230,7 @@ def run_command(
 
     child = _Child(_terminal(), still_ours)
     held: Held | None = None
+    ended = threading.Event()
 
     def on_lost(_: Any) -> None:
         stop_child()
@@ -254,6 +279,12 @@ def run_command(
                 previous[sig] = signal.signal(sig, child.forward)
         previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, child.on_tstp)
         if not lost.is_set():
+            if isinstance(held, Election):
+                deadline = threading.Thread(
+                    target=_step_down_in_time, args=(held, ttl * STEP_DOWN, ended, stop_child)
+                )
+                deadline.daemon = True
+                deadline.start()
             try:
                 child.start(cmd, {**os.environ, ENV_FENCING_TOKEN: str(held.fencing_token)})
             except FileNotFoundError:
@@ -273,6 +304,7 @@ def run_command(
                 except Exception as exc:
                     commit_error = exc
     finally:
+        ended.set()
         child.done()
         for signum, handler in previous.items():
             signal.signal(signum, handler)

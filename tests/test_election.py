@@ -295,6 +295,31 @@ def test_observe_is_pushed(r: redis.Redis) -> None:
     obs.thread.join(2)
 
 
+def test_observe_never_misses_the_final_state(r: redis.Redis) -> None:
+    """Quick changes may merge, but the last one is always seen, pushed (the re-read
+    interval is 30 s): 50 proclaims in a row, then a resignation and the next leader."""
+    obs = Observer(r, "quick", count=10_000, recheck=30.0)
+    obs.until(1)
+    a = Election(r, "quick", identity="a")
+    b = Election(r, "quick", identity="b")
+
+    def last_seen(expected: LeaderInfo | None) -> None:
+        end = time.monotonic() + 3.0
+        while obs.seen[-1][1] != expected and time.monotonic() < end:
+            time.sleep(0.005)
+        assert obs.seen[-1][1] == expected, obs.seen[-3:]
+
+    with a.campaign() as term:
+        for i in range(50):
+            a.proclaim(f"v{i}")
+        last_seen(LeaderInfo("a", term, "v49"))
+    with b.campaign(timeout=1) as term_b:
+        last_seen(LeaderInfo("b", term_b, ""))
+        terms = [info.term for _, info in obs.seen if info is not None]
+        assert terms == sorted(terms)  # terms never go back
+    last_seen(None)
+
+
 def test_observe_sees_a_dead_leader_within_its_lease(r: redis.Redis) -> None:
     obs = Observer(r, "dying", count=3, recheck=30.0)
     obs.until(1)

@@ -235,6 +235,10 @@ def run_command(
     def on_lost(_: Any) -> None:
         stop_child()
 
+    def step_down() -> None:
+        if not lost.is_set():  # (on_lost stopped CMD already: one SIGTERM)
+            stop_child()
+
     if custom is not None:
         how = custom(on_lost)
     else:
@@ -281,7 +285,7 @@ def run_command(
         if not lost.is_set():
             if isinstance(held, Election):
                 deadline = threading.Thread(
-                    target=_step_down_in_time, args=(held, ttl * STEP_DOWN, ended, stop_child)
+                    target=_step_down_in_time, args=(held, ttl * STEP_DOWN, ended, step_down)
                 )
                 deadline.daemon = True
                 deadline.start()

@@ -172,3 +172,55 @@ def test_three_contenders_one_leader_handover_and_crash(
             if alive(run.pid):
                 os.kill(run.pid, signal.SIGKILL)
         admin.close()
+
+
+def test_a_leader_that_cannot_renew_stops_cmd_before_its_lease_ends(
+    redis_server: RedisProcess, tmp_path: Path
+) -> None:
+    """client-go's renew deadline: with the server unresponsive (SIGSTOP), renewals stall;
+    ``redislock elect`` stops CMD a quarter of the lease before its local lease estimate
+    ends, so CMD is gone before the server's lease could end and another contender lead
+    (the watchdog alone reports the loss only at that end)."""
+    url = f"unix://{redis_server.client_kwargs()['unix_socket_path']}"
+    admin = redis.Redis(**redis_server.client_kwargs(), decode_responses=True)
+    admin.flushall()
+    script, log = tmp_path / "cmd.py", tmp_path / "log"
+    script.write_text(CMD)
+    argv = [sys.executable, "-m", "redislock", "--url", url, "elect", "stall"]
+    argv += ["--identity", "p1", "--ttl", str(TTL), "--", sys.executable, str(script), "p1"]
+    proc = subprocess.Popen([*argv, str(log)], start_new_session=True)
+    key = Election(admin, "stall").key
+    server = redis_server.pid
+    assert server is not None
+    stopped = False
+    try:
+        first = wait_runs(log, 1, 20)[0]
+        time.sleep(0.5)
+        asked = time.time()
+        pttl = admin.pttl(key)
+        os.kill(server, signal.SIGSTOP)
+        stopped = True
+        lease_end = asked + pttl / 1000.0  # the server's lease ends no sooner
+        deadline = time.time() + TTL + 3
+        while not runs(log)[0].ended and time.time() < deadline:
+            time.sleep(0.01)
+        run = runs(log)[0]
+        assert run.ended, run
+        # stopped with most of the quarter lease (0.5 s) to spare: without the deadline
+        # it would end only at the local lease estimate, about lease_end
+        assert run.last < lease_end - 0.2, (run.last, lease_end)
+        assert run.last > lease_end - TTL  # (not before the server stopped)
+        os.kill(server, signal.SIGCONT)
+        stopped = False
+        assert proc.wait(10) == 79  # leadership lost
+        assert first.term == run.term
+    finally:
+        if stopped:
+            os.kill(server, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for run in runs(log):
+            if alive(run.pid):
+                os.kill(run.pid, signal.SIGKILL)
+        admin.close()

@@ -165,17 +165,108 @@ def test_loss_is_reported_like_a_lost_lock(r: redis.Redis, admin: redis.Redis) -
 
 
 def test_leader_key_outlives_renewals(r: redis.Redis, admin: redis.Redis) -> None:
-    """The leader key's TTL is refreshed with each renewal: a long leadership keeps its
-    identity; a leader key deleted by hand is written again by the next renewal."""
+    """The leader key's TTL is kept ahead of the lease: a long leadership keeps its
+    identity; a leader key deleted by hand is written again within its TTL (4 leases)."""
     e = Election(r, "long", identity="a", watchdog_lease=0.6)
     with e.campaign() as term:
         e.proclaim("v")
-        time.sleep(1.5)  # 2.5 leases
+        time.sleep(3.0)  # 5 leases: past the first leader key's TTL (2.4 s)
         assert e.leader() == LeaderInfo("a", term, "v")
         admin.delete(e.key + ":leader")
-        time.sleep(0.4)  # > one renewal interval (0.2 s)
+        end = time.monotonic() + 4 * 0.6 + 1.0
+        while e.leader() is None and time.monotonic() < end:
+            time.sleep(0.05)
         assert e.leader() == LeaderInfo("a", term, "v")
-        assert e.statistics().renewals >= 5
+        assert e.statistics().renewals >= 10
+
+
+def test_a_renewal_is_one_round_trip(r: redis.Redis, admin: redis.Redis) -> None:
+    """The watchdog's renewals cost one script call each, plus a leader key refresh about
+    every ninth (its TTL is 4 leases; before, every renewal also refreshed it)."""
+    e = Election(r, "cheap", identity="a", watchdog_lease=0.6)  # renewals every 0.2 s
+    with e.campaign() as term:
+        admin.config_resetstat()
+        before = e.statistics().renewals
+        time.sleep(3.0)
+        calls = admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        renewals = e.statistics().renewals - before
+        assert e.leader() == LeaderInfo("a", term, "")
+    assert renewals >= 8  # (15 when on time)
+    assert renewals <= calls <= renewals + renewals // 4 + 1, (renewals, calls)
+
+
+def test_extend_keeps_the_leader_advertised(r: redis.Redis) -> None:
+    """A fixed ``ttl`` extended past the leader key's TTL refreshes it: the leader stays
+    visible for the whole extended lease."""
+    e = Election(r, "ext", identity="a", ttl=0.5)  # leader key TTL 2 s
+    with e.campaign() as term:
+        assert e.extend(5) > 4.5
+        time.sleep(2.5)
+        assert e.leader() == LeaderInfo("a", term, "")
+
+
+def test_resigned_or_lost_leader_cannot_proclaim(r: redis.Redis, admin: redis.Redis) -> None:
+    a = Election(r, "stale", identity="a", watchdog_lease=1.0)
+    term = a.lead()
+    a.resign()
+    with pytest.raises(NotOwnedError):
+        a.proclaim("late")
+    assert a.leader() is None
+    # lost: the lease ends (here: the key deleted) and b leads; a's proclaim, resign and
+    # watchdog never touch b's leader key
+    term = a.lead()
+    admin.delete(a.key)
+    b = Election(r, "stale", identity="b")
+    with b.campaign(timeout=1) as term_b:
+        assert term_b > term
+        b.proclaim("mine")
+        with pytest.raises(LockLostError):
+            a.proclaim("late")
+        with pytest.raises(LockLostError):
+            a.resign()
+        time.sleep(0.5)  # a's watchdog, had it not stopped, renews every 1/3 s
+        assert a.leader() == LeaderInfo("b", term_b, "mine")
+        assert admin.get(b.key + ":leader") == f"{term_b}|b|mine"
+
+
+def test_a_failed_advertisement_leaves_no_leader(
+    redis_server: RedisProcess, admin: redis.Redis
+) -> None:
+    """lead() that gets its lock but cannot write the leader key (here an ACL refuses that
+    key) raises, holds nothing, and the next contender leads at once (never a leader
+    nobody advertised and nobody will resign)."""
+    e = Election(admin, "noadv", identity="x")
+    core = e._core
+    writable = " ".join(f"%W~{k}" for k in core.keys)  # every key of the lock, not the leader's
+    admin.execute_command(  # type: ignore[no-untyped-call]
+        "ACL",
+        "SETUSER",
+        "no-leader-key",
+        "on",
+        ">pw",
+        "resetkeys",
+        "%R~*",
+        *writable.split(),
+        "resetchannels",
+        "&*",
+        "+@all",
+    )
+    try:
+        user = redis.Redis(**redis_server.client_kwargs(), username="no-leader-key", password="pw")
+        a = Election(user, "noadv", identity="a", watchdog_lease=1.0)
+        with pytest.raises(redis.exceptions.ResponseError, match=r"(?i)perm"):
+            a.lead(timeout=1)
+        assert a.term is None
+        b = Election(admin, "noadv", identity="b")
+        start = time.monotonic()
+        with b.campaign(timeout=1) as term:
+            assert time.monotonic() - start < 0.5
+            assert b.leader() == LeaderInfo("b", term, "")
+        user.close()
+    finally:
+        admin.execute_command(  # type: ignore[no-untyped-call]
+            "ACL", "DELUSER", "no-leader-key"
+        )
 
 
 def test_observe_is_pushed(r: redis.Redis) -> None:
@@ -202,6 +293,31 @@ def test_observe_is_pushed(r: redis.Redis) -> None:
         assert info == LeaderInfo("b", term2, "")
         assert term2 > term
     obs.thread.join(2)
+
+
+def test_observe_never_misses_the_final_state(r: redis.Redis) -> None:
+    """Quick changes may merge, but the last one is always seen, pushed (the re-read
+    interval is 30 s): 50 proclaims in a row, then a resignation and the next leader."""
+    obs = Observer(r, "quick", count=10_000, recheck=30.0)
+    obs.until(1)
+    a = Election(r, "quick", identity="a")
+    b = Election(r, "quick", identity="b")
+
+    def last_seen(expected: LeaderInfo | None) -> None:
+        end = time.monotonic() + 3.0
+        while obs.seen[-1][1] != expected and time.monotonic() < end:
+            time.sleep(0.005)
+        assert obs.seen[-1][1] == expected, obs.seen[-3:]
+
+    with a.campaign() as term:
+        for i in range(50):
+            a.proclaim(f"v{i}")
+        last_seen(LeaderInfo("a", term, "v49"))
+    with b.campaign(timeout=1) as term_b:
+        last_seen(LeaderInfo("b", term_b, ""))
+        terms = [info.term for _, info in obs.seen if info is not None]
+        assert terms == sorted(terms)  # terms never go back
+    last_seen(None)
 
 
 def test_observe_sees_a_dead_leader_within_its_lease(r: redis.Redis) -> None:
@@ -245,6 +361,9 @@ def test_bad_input_before_io() -> None:
             e.observe(recheck=recheck)  # type: ignore[arg-type]
     with pytest.raises(LockConfigError), e.campaign(timeout=-1):
         pass
+    for timeout in (-1, "1", float("nan")):
+        with pytest.raises(LockConfigError):
+            e.lead(timeout)  # type: ignore[arg-type]
     assert e.term is None
     assert e.identity == "a"
 
@@ -260,7 +379,7 @@ async def test_async_campaign_leader_proclaim_resign(ar: redis.asyncio.Redis) ->
         assert await b.leader() == LeaderInfo("a", term, "")
         await a.proclaim("v")
         assert await b.leader() == LeaderInfo("a", term, "v")
-        waiting = asyncio.ensure_future(b._lead(5))
+        waiting = asyncio.ensure_future(b.lead(5))
         await asyncio.sleep(0.1)
         assert not waiting.done()
     term2 = await asyncio.wait_for(waiting, 1)

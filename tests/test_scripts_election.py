@@ -1,174 +1,218 @@
 # SPDX-License-Identifier: MIT
-"""election.lua (the advertised leader of an ``Election``, next to its lock): its behaviour
-on a real redis-server through EVAL, case by case (the case format is in
-``tests/scriptcases.py``)."""
+"""election.lua (the advertised leader of an ``Election``, next to its lock): its behaviour on
+a real redis-server through EVAL, case by case (the case format is in ``tests/scriptcases.py``):
+only the lock's owner of that term writes the leader key, always with a TTL; a stale term
+or another owner is refused; clear touches only its own term's key; bad arguments are
+refused before anything is read."""
 
 from __future__ import annotations
 
 import pytest
 import redis
 
-from tests.scriptcases import OTHER, TOKEN, Between, Case, K, held, run_case
+from tests.scriptcases import OTHER, TOKEN, Arg, Between, Case, Error, K, held, run_case
 
 LEADER = K.lock + ":leader"
 KEYS = (K.lock, LEADER)
-ENTRY = "node-a|http://a:8080"
+ENTRY = "node-a|http://a:80"
+
+
+def adv(op: str, token: str = TOKEN, term: str = "7", entry: str = ENTRY) -> tuple[str, ...]:
+    return (op, token, term, entry)
+
+
+def refused(op: str, case_id: str, *setup: tuple[str | int, ...], **kw: str) -> Case:
+    """``op`` refused with {"gone", 0}: the leader key stays as the setup left it."""
+    leader = [s for s in setup if s[1] == LEADER]
+    after: list[tuple[tuple[Arg, ...], object]] = [
+        (("GET", LEADER), leader[0][2] if leader else None)
+    ]
+    return Case(
+        case_id, "election", KEYS, adv(op, **kw), ["gone", 0], setup=list(setup), after=after
+    )
+
+
+# The leader key's TTL: 4 * the lock's PTTL (held(): PX 5000).
+TTL4 = Between(4 * 4000, 4 * 5000)
 
 CASES = [
+    # ---- read
+    Case("election-read-nothing", "election", KEYS, ("read", "", "0", ""), [0, 0, None]),
     Case(
-        "election-advertise-by-the-holder",
+        "election-read-leader",
         "election",
         KEYS,
-        ("advertise", TOKEN, 7, ENTRY),
-        ["ok", Between(4_000, 5_000)],
+        ("read", "", "0", ""),
+        [7, Between(4000, 5000), "7|" + ENTRY],
+        setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY)],
+    ),
+    Case(
+        "election-read-a-leader-key-without-its-lock",  # the caller sees fence 0: no leader
+        "election",
+        KEYS,
+        ("read", "", "0", ""),
+        [0, 0, "7|" + ENTRY],
+        setup=[("SET", LEADER, "7|" + ENTRY)],
+    ),
+    # ---- advertise: the owner of that term writes, with a TTL, and publishes
+    Case(
+        "election-advertise-by-the-owner",
+        "election",
+        KEYS,
+        adv("advertise"),
+        ["ok", Between(4000, 5000)],
         setup=[held(fence=7)],
-        # twice the lock's PTTL: leader() checks the term against the lock, never trusts it
         after=[
             (("GET", LEADER), "7|" + ENTRY),
-            (("PTTL", LEADER), Between(8_000, 10_000)),
+            (("PTTL", LEADER), TTL4),
             (("PUBLISHED", LEADER), ["L|7|" + ENTRY]),
         ],
     ),
     Case(
-        "election-advertise-refused-without-the-lock",
+        "election-advertise-replaces-an-earlier-terms-key",
         "election",
         KEYS,
-        ("advertise", TOKEN, 7, ENTRY),
-        ["gone", 0],
-        after=[(("EXISTS", LEADER), 0)],
+        adv("advertise"),
+        ["ok", Between(4000, 5000)],
+        setup=[held(fence=7), ("SET", LEADER, "6|node-b|old")],
+        after=[
+            (("GET", LEADER), "7|" + ENTRY),
+            (("PTTL", LEADER), TTL4),
+            (("PUBLISHED", LEADER), ["L|7|" + ENTRY]),
+        ],
     ),
-    Case(
-        "election-advertise-refused-for-another-owner",
-        "election",
-        KEYS,
-        ("advertise", TOKEN, 7, ENTRY),
-        ["gone", 0],
-        setup=[held(token=OTHER, fence=8), ("SET", LEADER, "8|node-b|", "PX", 9_000)],
-        after=[(("GET", LEADER), "8|node-b|")],
+    refused("advertise", "election-advertise-stale-term-refused", held(fence=8), term="7"),
+    refused(
+        "advertise",
+        "election-advertise-stale-term-keeps-the-new-leaders-key",
+        held(fence=8),
+        ("SET", LEADER, "8|node-b|"),
+        term="7",
     ),
-    Case(
-        "election-advertise-refused-for-a-stale-term",
-        "election",
-        KEYS,
-        ("advertise", TOKEN, 6, ENTRY),  # our token, but the lock is term 7 now
-        ["gone", 0],
-        setup=[held(fence=7)],
-        after=[(("EXISTS", LEADER), 0)],
+    refused("advertise", "election-advertise-another-owner-refused", held(OTHER, fence=7)),
+    refused("advertise", "election-advertise-no-lock-refused"),
+    refused(
+        "advertise", "election-advertise-token-prefix-refused", held(fence=7), token=TOKEN[:-1]
     ),
-    Case(
-        "election-advertise-a-token-prefix-is-not-the-owner",
-        "election",
-        KEYS,
-        ("advertise", TOKEN[:-1], 7, ENTRY),
-        ["gone", 0],
-        setup=[held(fence=7)],
-        after=[(("EXISTS", LEADER), 0)],
-    ),
+    refused("advertise", "election-advertise-term-prefix-refused", held(fence=71), term="7"),
+    # a lock without a TTL (set by hand): no leader key that could never expire
+    refused("advertise", "election-advertise-lock-without-ttl-refused", held(px=None, fence=7)),
+    # ---- keep: the TTL refreshed, nothing published; written again if missing
     Case(
         "election-keep-refreshes-the-ttl-only",
         "election",
         KEYS,
-        ("keep", TOKEN, 7, ENTRY),
-        ["ok", Between(4_000, 5_000)],
-        setup=[held(fence=7), ("SET", LEADER, "7|node-a|old value", "PX", 1_000)],
-        after=[
-            (("GET", LEADER), "7|node-a|old value"),
-            (("PTTL", LEADER), Between(8_000, 10_000)),
-        ],
+        adv("keep", entry="ignored|here"),
+        ["ok", Between(4000, 5000)],
+        setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY, "PX", 1000)],
+        after=[(("GET", LEADER), "7|" + ENTRY), (("PTTL", LEADER), TTL4)],
     ),
     Case(
-        "election-keep-writes-a-missing-advertisement-again",
+        "election-keep-writes-a-missing-key-again",
         "election",
         KEYS,
-        ("keep", TOKEN, 7, ENTRY),
-        ["ok", Between(4_000, 5_000)],
+        adv("keep"),
+        ["ok", Between(4000, 5000)],
         setup=[held(fence=7)],
         after=[
             (("GET", LEADER), "7|" + ENTRY),
-            (("PTTL", LEADER), Between(8_000, 10_000)),
+            (("PTTL", LEADER), TTL4),
             (("PUBLISHED", LEADER), ["L|7|" + ENTRY]),
         ],
     ),
     Case(
-        "election-keep-replaces-an-earlier-terms-advertisement",
+        "election-keep-replaces-an-earlier-terms-key",
         "election",
         KEYS,
-        ("keep", TOKEN, 7, ENTRY),
-        ["ok", Between(4_000, 5_000)],
-        setup=[held(fence=7), ("SET", LEADER, "6|node-z|", "PX", 9_000)],
-        after=[(("GET", LEADER), "7|" + ENTRY), (("PUBLISHED", LEADER), ["L|7|" + ENTRY])],
-    ),
-    Case(
-        "election-keep-refused-after-the-lease-ended",
-        "election",
-        KEYS,
-        ("keep", TOKEN, 7, ENTRY),
-        ["gone", 0],
-        setup=[("SET", LEADER, "7|" + ENTRY, "PX", 9_000)],
-        after=[(("GET", LEADER), "7|" + ENTRY)],  # left to expire; leader() ignores it
-    ),
-    Case(
-        "election-keep-never-makes-a-key-without-ttl",
-        "election",
-        KEYS,
-        ("keep", TOKEN, 7, ENTRY),
-        ["gone", 0],
-        setup=[held(fence=7, px=None)],  # a lock key without TTL (PERSISTed by hand)
-        after=[(("EXISTS", LEADER), 0)],
-    ),
-    Case(
-        "election-clear-deletes-its-own-term",
-        "election",
-        KEYS,
-        ("clear", TOKEN, 7),
-        ["ok", 1],
-        setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY, "PX", 9_000)],
+        adv("keep"),
+        ["ok", Between(4000, 5000)],
+        setup=[held(fence=7), ("SET", LEADER, "6|node-b|old", "PX", 1000)],
         after=[
-            (("EXISTS", LEADER), 0),
-            (("EXISTS", K.lock), 1),
-            (("PUBLISHED", LEADER), ["L|0"]),
+            (("GET", LEADER), "7|" + ENTRY),
+            (("PTTL", LEADER), TTL4),
+            (("PUBLISHED", LEADER), ["L|7|" + ENTRY]),
         ],
     ),
+    refused(
+        "keep",
+        "election-keep-stale-term-refused",
+        held(fence=8),
+        ("SET", LEADER, "7|" + ENTRY),
+        term="7",
+    ),
+    refused(
+        "keep",
+        "election-keep-another-owner-refused",
+        held(OTHER, fence=7),
+        ("SET", LEADER, "7|" + ENTRY),
+    ),
+    refused("keep", "election-keep-no-lock-refused", ("SET", LEADER, "7|" + ENTRY)),
+    # ---- clear: only its own term's key
     Case(
-        "election-clear-keeps-another-terms",
+        "election-clear-own-term",
         "election",
         KEYS,
-        ("clear", TOKEN, 7),
+        ("clear", "", "7", ""),
+        ["ok", 1],
+        setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY)],
+        after=[(("EXISTS", LEADER), 0), (("PUBLISHED", LEADER), ["L|0"])],
+    ),
+    Case(
+        "election-clear-leaves-a-newer-terms-key",
+        "election",
+        KEYS,
+        ("clear", "", "7", ""),
         ["ok", 0],
-        setup=[("SET", LEADER, "8|node-b|", "PX", 9_000)],
+        setup=[held(OTHER, fence=8), ("SET", LEADER, "8|node-b|")],
         after=[(("GET", LEADER), "8|node-b|")],
     ),
     Case(
         "election-clear-a-term-prefix-is-not-the-term",
         "election",
         KEYS,
-        ("clear", TOKEN, 7),
+        ("clear", "", "1", ""),
         ["ok", 0],
-        setup=[("SET", LEADER, "77|node-b|", "PX", 9_000)],
-        after=[(("GET", LEADER), "77|node-b|")],
+        setup=[("SET", LEADER, "17|node-b|")],
+        after=[(("GET", LEADER), "17|node-b|")],
     ),
+    Case("election-clear-nothing", "election", KEYS, ("clear", "", "7", ""), ["ok", 0]),
+    # ---- bad arguments: refused before anything is read or written
     Case(
-        "election-read-held",
+        "election-unknown-op",
         "election",
         KEYS,
-        ("read", "", 0),
-        [7, Between(4_000, 5_000), "7|" + ENTRY],
-        setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY, "PX", 9_000)],
+        adv("bogus"),
+        Error("unknown op bogus"),
+        setup=[held(fence=7)],
+        after=[(("EXISTS", LEADER), 0)],
     ),
+    Case("election-no-args", "election", KEYS, (), Error("unknown op nil")),
     Case(
-        "election-read-nobody",
+        "election-term-not-digits",
         "election",
         KEYS,
-        ("read", "", 0),
-        [0, 0, None],
+        adv("advertise", term="7x"),
+        Error("bad arguments for advertise"),
+        setup=[held(fence=7)],
+        after=[(("EXISTS", LEADER), 0)],
     ),
     Case(
-        "election-read-a-stale-advertisement-is-returned-for-the-caller-to-check",
+        "election-entry-missing",
         "election",
         KEYS,
-        ("read", "", 0),
-        [0, 0, "6|node-z|"],
-        setup=[("SET", LEADER, "6|node-z|", "PX", 9_000)],
+        ("advertise", TOKEN, "7"),
+        Error("bad arguments for advertise"),
+        setup=[held(fence=7)],
+        after=[(("EXISTS", LEADER), 0)],
+    ),
+    Case(
+        "election-clear-term-missing",
+        "election",
+        KEYS,
+        ("clear", ""),
+        Error("bad arguments for clear"),
+        setup=[("SET", LEADER, "7|" + ENTRY)],
+        after=[(("GET", LEADER), "7|" + ENTRY)],
     ),
 ]
 

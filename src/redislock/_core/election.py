@@ -7,10 +7,13 @@ resignation a release, and the term is the hold's fencing token, so terms strict
 across leaders. What the leader advertises (its identity and a value) lives next to the
 lock, in the leader key ``<lock key>:leader`` (same hash slot) as
 ``"<term>|<identity>|<value>"``, written by ``scripts/election.lua`` only while the writer
-holds the lock, with a TTL of twice the lock's PTTL, refreshed after every watchdog
-renewal. A reader trusts the leader key only when its term equals the fencing token in the
-lock key (:func:`decode_read`), so a dead leader is never reported once its lock lease
-ended, and a leader key left by an earlier leader is never reported for a new one.
+holds the lock, with a TTL of :data:`LEADER_TTL_FACTOR` times the lock's PTTL. The watchdog
+refreshes it only when that TTL could end before the lease it just renewed (plus one renewal
+interval): about one renewal in nine with the default interval, so a renewal is one round
+trip, not two (:meth:`ElectionCore.renew_flow`). A reader trusts the leader key only when
+its term equals the fencing token in the lock key (:func:`decode_read`), so a dead leader
+is never reported once its lock lease ended, and a leader key left by an earlier leader is
+never reported for a new one.
 
 Every change is published on the channel named like the leader key (``L|<term>|...`` or
 ``L|0``), which observers wait on through the process's shared wake-up channel
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -41,6 +45,7 @@ from redislock.errors import LockConfigError, LockLostError, UnexpectedReplyErro
 
 __all__ = [
     "LEADER_TAG",
+    "LEADER_TTL_FACTOR",
     "MAX_IDENTITY",
     "MAX_VALUE",
     "OBSERVE_RECHECK",
@@ -57,6 +62,9 @@ _ELECTION = SCRIPTS["election"]
 LEADER_TAG: Final = "L"
 """What every message on a leader channel starts with (``L|...``): the match of an
 observer's :class:`Wait`, so every observer of the process wakes on it."""
+LEADER_TTL_FACTOR: Final = 4
+"""The leader key's TTL is this many times the lock's PTTL when written (``election.lua``
+advertise and keep): a garbage bound only, as readers check its term against the lock's."""
 MAX_IDENTITY: Final = 256
 """Longest identity, in UTF-8 bytes."""
 MAX_VALUE: Final = 65_536
@@ -147,6 +155,9 @@ class ElectionCore(FairCore):
     leader_key: str = field(init=False)
     """``<lock key>:leader``: the advertised leader; also the channel of its changes."""
     _keys2: tuple[str, str] = field(init=False)
+    advertised_until: float = 0.0
+    """Monotonic time before which the leader key of the current hold surely exists (the
+    send time of its last write + its TTL); 0.0 when not advertised."""
 
     def __post_init__(self) -> None:
         FairCore.__post_init__(self)
@@ -161,11 +172,23 @@ class ElectionCore(FairCore):
     def advertise_flow(self, h: Holding, op: str = "advertise") -> Flow[bool]:
         """Write the leader key for hold ``h`` (and publish it): True, or False when the
         lock is no longer ``h``'s."""
+        sent = time.monotonic()
         reply = yield Eval(_ELECTION, self._keys2, (op, h.token, str(h.fence), self._entry()))
-        status = as_str(reply[0])
+        try:
+            status, pttl = as_str(reply[0]), as_int(reply[1])
+        except (TypeError, IndexError, KeyError) as exc:
+            raise UnexpectedReplyError(f"election {op} replied {reply!r}") from exc
         if status not in ("ok", "gone"):
             raise UnexpectedReplyError(f"election {op} replied {reply!r}")
+        if status == "ok" and h is self.holding:
+            self.advertised_until = sent + LEADER_TTL_FACTOR * pttl / 1000.0
         return status == "ok"
+
+    def advertisement_due(self, h: Holding) -> bool:
+        """Whether the leader key of hold ``h`` must be refreshed now: its TTL could end
+        before ``h``'s lease estimate plus one renewal interval (the next renewal may come
+        that late), so a leader would read as None while it leads."""
+        return self.advertised_until < h.expires_at + self.renew_interval
 
     def proclaim_flow(self, value: str) -> Flow[None]:
         """Advertise ``value`` for the current hold, without a new term.
@@ -208,12 +231,21 @@ class ElectionCore(FairCore):
             yield Wait(self.leader_key, LEADER_TAG, max(timeout, 0.001))
 
     def renew_flow(self, h: Holding) -> Flow[tuple[float | None, bool]]:
-        """The lock's renewal, then the leader key's TTL refreshed (written again if it
-        went); a failure of that second step is not a loss (the next renewal retries)."""
+        """The lock's renewal (one round trip); then, only when :meth:`advertisement_due`,
+        the leader key's TTL refreshed (written again if it went). A failure of that second
+        step is not a loss (the next renewal retries it)."""
         result = yield from FairCore.renew_flow(self, h)
         nxt, lost = result
-        if nxt is not None and not lost and h is self.holding and not h.closing:
-            # the lease is intact; the next renewal refreshes the key
+        intact = nxt is not None and not lost and h is self.holding and not h.closing
+        if intact and self.advertisement_due(h):
             with contextlib.suppress(Exception):
                 yield from self.advertise_flow(h, "keep")
         return result
+
+    def extend_flow(self, h: Holding, seconds: float, mode: str) -> Flow[float]:
+        """The lock's extension, then the leader key's TTL refreshed when it could end
+        before the new lease (a failure of that step is raised: the extension stands)."""
+        ttl = yield from FairCore.extend_flow(self, h, seconds, mode)
+        if h is self.holding and not h.closing and self.advertisement_due(h):
+            yield from self.advertise_flow(h, "keep")
+        return ttl

@@ -19,7 +19,7 @@ from redislock._core.election import (
     default_identity,
 )
 from redislock._core.fair import NO_QUEUE_LIMIT
-from redislock._core.lock import LockCore
+from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
@@ -42,11 +42,12 @@ class AsyncElection(AsyncLease):
     end of :meth:`campaign`).
 
     The leader advertises its identity and value in the leader key ``<lock key>:leader``
-    (same hash slot), with a TTL of twice the lock's remaining lease, refreshed after every
-    renewal; readers trust it only while its term is the lock's current fencing token, so a
-    dead leader is never reported after its lease ended. Every change is published on the
-    channel named like that key, which :meth:`observe` waits on through the process's
-    shared wake-up connection (no connection of its own).
+    (same hash slot), with a TTL of four times the lock's remaining lease, refreshed by the
+    watchdog only when it could end before the lease (a renewal is one round trip); readers
+    trust it only while its term is the lock's current fencing token, so a dead leader is
+    never reported after its lease ended. Every change is published on the channel named
+    like that key, which :meth:`observe` waits on through the process's shared wake-up
+    connection (no connection of its own).
 
     Modelled on etcd's v3 election API (campaign, proclaim, leader, observe, resign:
     https://etcd.io/docs/v3.5/dev-guide/api_concurrency_reference_v3/), Kubernetes
@@ -145,7 +146,7 @@ class AsyncElection(AsyncLease):
             redis.exceptions.RedisError: Redis failed.
             asyncio.CancelledError: cancelled while waiting; nothing is left queued.
         """
-        term = await self._lead(timeout)
+        term = await self.lead(timeout)
         try:
             yield term
         except BaseException as exc:
@@ -156,7 +157,27 @@ class AsyncElection(AsyncLease):
             raise
         await self.resign()
 
-    async def _lead(self, timeout: float | None) -> int:
+    async def lead(self, timeout: float | None = None) -> int:
+        """Wait until this contender leads, advertise it, and return the term, for a
+        leadership that does not fit one block (:meth:`campaign` is this plus
+        :meth:`resign` at the block's end): the caller must call :meth:`resign`.
+
+        Args:
+            timeout: wait limit in seconds; None uses the election's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Returns:
+            The term: this leadership's fencing token, above every earlier leader's.
+
+        Raises:
+            LockConfigError: bad ``timeout`` (before any I/O).
+            LockUsageError: this object already leads.
+            AcquireTimeoutError: ``timeout`` seconds passed without leadership.
+            LockLostError: the lease ended before it could be advertised (nothing is held).
+            redis.exceptions.RedisError: Redis failed; nothing is held (a lock granted but
+                not advertised is released, or if that fails too, no longer renewed).
+            asyncio.CancelledError: cancelled while waiting; nothing is left queued.
+        """
         core = self._election
         wait = core.check_acquire_args(True, timeout)
         start = time.monotonic()
@@ -167,15 +188,22 @@ class AsyncElection(AsyncLease):
         try:
             advertised = await run(self._client, core.advertise_flow(h))
         except BaseException:
-            with contextlib.suppress(Exception):
-                await _steps.release(self, core, h)
+            await self._withdraw(core, h)
             raise
         if not advertised:
             core.mark_lost(h, "the lease ended before the leader was advertised")
-            with contextlib.suppress(Exception):
-                await _steps.release(self, core, h)
+            await self._withdraw(core, h)
             raise LockLostError(self.name, h.lost_reason)
         return h.fence
+
+    async def _withdraw(self, core: ElectionCore, h: Holding) -> None:
+        # Release h, a leadership never advertised (its caller gets an exception, so nobody
+        # would resign it); if the release fails too, h is marked lost, which stops the
+        # watchdog: the lease then ends by itself and the next contender leads.
+        try:
+            await _steps.release(self, core, h)
+        except Exception:
+            core.mark_lost(h, "the campaign failed before the leader was advertised")
 
     async def resign(self) -> None:
         """Stop leading: withdraw the advertised leader (published to observers), then

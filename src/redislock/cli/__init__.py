@@ -357,8 +357,9 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Campaign for leadership of Election(NAME) (waiting in line), run CMD "
         "while leading, with the term in $REDISLOCK_FENCING_TOKEN; stop CMD if leadership "
-        "is lost (exit 79); resign when CMD exits or redislock is signalled, so the next "
-        "contender leads at once.",
+        "is lost, or once renewals failed until a quarter of the lease is left, before "
+        "another contender can lead (exit 79); resign when CMD exits or redislock is "
+        "signalled, so the next contender leads at once.",
         epilog=_para(_CMD_TAIL),
     )
     elect.add_argument("name", help="election name")

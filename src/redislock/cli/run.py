@@ -133,13 +133,37 @@ def guard(
 
         def lead(wait: float | None) -> Held | None:
             try:
-                election._lead(wait)  # waits in line; advertises the identity
+                election.lead(wait)  # waits in line; advertises the identity
             except AcquireTimeoutError:
                 return None
             return election
 
         return Guard("election", lead)
     raise ValueError(f"unknown kind {kind!r}")
+
+
+STEP_DOWN: Final = 0.25
+"""``redislock elect`` stops CMD when its local lease estimate has less than this fraction
+of the lease left (Kubernetes client-go's renew deadline, shorter than the lease: renewals
+that keep failing stop the leader before another contender can lead; the watchdog alone
+reports the loss only when the estimate ends). A healthy leader renews every third of the
+lease, so this fires only after renewals failed or stalled for over five twelfths of it."""
+
+
+def _step_down_in_time(
+    election: Election, margin: float, ended: threading.Event, stop: Callable[[], None]
+) -> None:
+    # Polls the local estimate (no I/O), so a renewal stuck on an unresponsive server
+    # cannot delay it.
+    while not ended.wait(0.05):
+        try:
+            election.check(margin)
+        except LockLostError:
+            if not ended.is_set():
+                stop()
+            return
+        except Exception:  # resigned meanwhile: nothing to watch
+            return
 
 
 def run_command(
@@ -214,9 +238,14 @@ def run_command(
 
     child = _Child(_terminal(), still_ours)
     held: Held | None = None
+    ended = threading.Event()
 
     def on_lost(_: Any) -> None:
         stop_child()
+
+    def step_down() -> None:
+        if not lost.is_set():  # (on_lost stopped CMD already: one SIGTERM)
+            stop_child()
 
     if custom is not None:
         how = custom(on_lost)
@@ -265,6 +294,12 @@ def run_command(
         previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, child.on_tstp)
         if not lost.is_set():
             clock.start()
+            if isinstance(held, Election):
+                deadline = threading.Thread(
+                    target=_step_down_in_time, args=(held, ttl * STEP_DOWN, ended, step_down)
+                )
+                deadline.daemon = True
+                deadline.start()
             try:
                 child.start(cmd, {**os.environ, ENV_FENCING_TOKEN: str(held.fencing_token)})
             except FileNotFoundError:
@@ -285,6 +320,7 @@ def run_command(
                     commit_error = exc
     finally:
         clock.stop()
+        ended.set()
         child.done()
         for signum, handler in previous.items():
             signal.signal(signum, handler)

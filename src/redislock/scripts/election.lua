@@ -14,18 +14,29 @@
 -- ARGV[3] term          the owner's fencing token ("0" for read)
 -- ARGV[4] entry         advertise, keep: "<identity>|<value>"
 -- returns advertise, keep: {"ok", pttl_ms}   the token holds the lock; the leader key has
---                                            TTL 2 * the lock's PTTL (never shorter than
---                                            the lease it outlives; leader() checks it
---                                            against the lock, so it never outlives it)
+--                                            TTL 4 * the lock's PTTL (longer than the
+--                                            lease, so a renewal need not refresh it;
+--                                            leader() checks its term against the lock,
+--                                            so it is never reported past the lease)
 --                          {"gone", 0}       no lock key, or another owner's (nothing written)
 --         clear: {"ok", 1}  deleted (and published); {"ok", 0} it was another term's
 --         read: {fence, pttl_ms, leader}     fence 0 and pttl 0 when no lock key; leader is
 --                                            the leader key's value or false
+--         error "ERR redislock election: unknown op ..."   ARGV[1] is none of the four;
+--                                            nothing read or written
+--         error "ERR redislock election: bad arguments ..."  term not digits, or ARGV[4]
+--                                            missing (but for read); nothing read or written
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command
 
 -- include: _acl.lua
 
 local op = ARGV[1]
+if op ~= 'read' and op ~= 'advertise' and op ~= 'keep' and op ~= 'clear' then
+  return redis.error_reply('ERR redislock election: unknown op ' .. tostring(op))
+end
+if not string.match(ARGV[3] or '', '^%d+$') or (op ~= 'read' and not ARGV[4]) then
+  return redis.error_reply('ERR redislock election: bad arguments for ' .. op)
+end
 local v = redis.pcall('GET', KEYS[1])
 if bad(v) then return failed('GET', v) end
 
@@ -63,7 +74,7 @@ if op == 'keep' then
   local leader = redis.pcall('GET', KEYS[2])
   if bad(leader) then return failed('GET', leader) end
   if leader and string.sub(leader, 1, #term + 1) == term .. '|' then
-    local e = redis.pcall('PEXPIRE', KEYS[2], 2 * pttl)
+    local e = redis.pcall('PEXPIRE', KEYS[2], 4 * pttl)
     if bad(e) then return failed('PEXPIRE', e) end
     return {'ok', pttl}
   end
@@ -72,11 +83,9 @@ end
 
 if op == 'advertise' then
   local entry = term .. '|' .. ARGV[4]
-  local s = redis.pcall('SET', KEYS[2], entry, 'PX', 2 * pttl)
+  local s = redis.pcall('SET', KEYS[2], entry, 'PX', 4 * pttl)
   if bad(s) then return failed('SET', s) end
   local p = redis.pcall('PUBLISH', KEYS[2], 'L|' .. entry)
   if bad(p) then return failed('PUBLISH', p) end
   return {'ok', pttl}
 end
-
-return redis.error_reply('ERR redislock election: unknown op ' .. tostring(op))

@@ -21,7 +21,7 @@ from redislock._core.election import (
     default_identity,
 )
 from redislock._core.fair import NO_QUEUE_LIMIT
-from redislock._core.lock import LockCore
+from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.errors import AcquireTimeoutError, LockLostError
 from redislock.sync import _flavour, _steps
@@ -44,11 +44,12 @@ class Election(Lease):
     end of :meth:`campaign`).
 
     The leader advertises its identity and value in the leader key ``<lock key>:leader``
-    (same hash slot), with a TTL of twice the lock's remaining lease, refreshed after every
-    renewal; readers trust it only while its term is the lock's current fencing token, so a
-    dead leader is never reported after its lease ended. Every change is published on the
-    channel named like that key, which :meth:`observe` waits on through the process's
-    shared wake-up connection (no connection of its own).
+    (same hash slot), with a TTL of four times the lock's remaining lease, refreshed by the
+    watchdog only when it could end before the lease (a renewal is one round trip); readers
+    trust it only while its term is the lock's current fencing token, so a dead leader is
+    never reported after its lease ended. Every change is published on the channel named
+    like that key, which :meth:`observe` waits on through the process's shared wake-up
+    connection (no connection of its own).
 
     Modelled on etcd's v3 election API (campaign, proclaim, leader, observe, resign:
     https://etcd.io/docs/v3.5/dev-guide/api_concurrency_reference_v3/), Kubernetes
@@ -146,7 +147,7 @@ class Election(Lease):
                 before it could be advertised.
             redis.exceptions.RedisError: Redis failed.
         """
-        term = self._lead(timeout)
+        term = self.lead(timeout)
         try:
             yield term
         except BaseException as exc:
@@ -157,7 +158,26 @@ class Election(Lease):
             raise
         self.resign()
 
-    def _lead(self, timeout: float | None) -> int:
+    def lead(self, timeout: float | None = None) -> int:
+        """Wait until this contender leads, advertise it, and return the term, for a
+        leadership that does not fit one block (:meth:`campaign` is this plus
+        :meth:`resign` at the block's end): the caller must call :meth:`resign`.
+
+        Args:
+            timeout: wait limit in seconds; None uses the election's ``timeout`` (default:
+                no limit); 0 means one try.
+
+        Returns:
+            The term: this leadership's fencing token, above every earlier leader's.
+
+        Raises:
+            LockConfigError: bad ``timeout`` (before any I/O).
+            LockUsageError: this object already leads.
+            AcquireTimeoutError: ``timeout`` seconds passed without leadership.
+            LockLostError: the lease ended before it could be advertised (nothing is held).
+            redis.exceptions.RedisError: Redis failed; nothing is held (a lock granted but
+                not advertised is released, or if that fails too, no longer renewed).
+        """
         core = self._election
         wait = core.check_acquire_args(True, timeout)
         start = time.monotonic()
@@ -168,15 +188,22 @@ class Election(Lease):
         try:
             advertised = run(self._client, core.advertise_flow(h))
         except BaseException:
-            with contextlib.suppress(Exception):
-                _steps.release(self, core, h)
+            self._withdraw(core, h)
             raise
         if not advertised:
             core.mark_lost(h, "the lease ended before the leader was advertised")
-            with contextlib.suppress(Exception):
-                _steps.release(self, core, h)
+            self._withdraw(core, h)
             raise LockLostError(self.name, h.lost_reason)
         return h.fence
+
+    def _withdraw(self, core: ElectionCore, h: Holding) -> None:
+        # Release h, a leadership never advertised (its caller gets an exception, so nobody
+        # would resign it); if the release fails too, h is marked lost, which stops the
+        # watchdog: the lease then ends by itself and the next contender leads.
+        try:
+            _steps.release(self, core, h)
+        except Exception:
+            core.mark_lost(h, "the campaign failed before the leader was advertised")
 
     def resign(self) -> None:
         """Stop leading: withdraw the advertised leader (published to observers), then

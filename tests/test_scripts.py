@@ -140,10 +140,10 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         assert not re.search(r"(?<!milli)seconds?\b", m[2]), line
     expected = {
         "lock_acquire": ["ttl_ms", "wait_ms"],
-        "lock_extend": ["ms", "done_ms"],
+        "lock_extend": ["ms", "done_ms", "delay_ms"],
         "lock_release": ["done_ms"],
         "hold": ["ms", "marker_ms", "done_ms"],
-        "fair": ["lease_ms", "waiter_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "delay_ms", "done_ms"],
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],

@@ -47,6 +47,7 @@ from tests.scriptcases import (
 )
 
 FULL = (*FAIR, K.done, K.wait, K.wake)
+FULL_DELAY = (*FULL, K.lock + ":delay")
 KEEP = (F.lock, F.queue, F.leases, F.info)  # waiter_keep's four keys of a waiter
 F2 = FairKeys.for_name("job}2")  # another name of the same slot (hash tag "job")
 KEEP2 = (
@@ -816,20 +817,22 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     """The fair cases call the script exactly as FairCore does."""
     base = base_core()
     fair_core = FairCore.from_base(base, 1.0, 10)
+    # every op sends all ten keys (KEYS[10]: the lock-delay key every acquire honours) and
+    # an acquire its delay_ms (ARGV[7], 0: none); the cases call with fewer, as before
     op = fair_core._acquire_op(TOKEN, META, 1000)
     assert op.script is SCRIPTS["fair"]
-    assert op.keys == FAIR
-    assert sent(op.args) == sent(facq())
-    assert op.encoded == (op.script.sha.encode(), b"6", *sent(FAIR))  # the keys, pre-encoded
+    assert op.keys == FULL_DELAY
+    assert sent(op.args) == sent((*facq(), 0))
+    assert op.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))  # pre-encoded
     single = fair_core._acquire_op(TOKEN, META, 0)  # a single try: waiter_ms 0
-    assert sent(single.args) == sent(facq(waiter_ms=0))
+    assert sent(single.args) == sent((*facq(waiter_ms=0), 0))
     cancel = fair_core._cancel_op(TOKEN)
-    assert (cancel.keys, cancel.encoded) == (FAIR, op.encoded)
+    assert (cancel.keys, cancel.encoded) == (FULL_DELAY, op.encoded)
     assert sent(cancel.args) == sent(fair_args("cancel"))
     release = fair_core._release_op(TOKEN)
-    assert release.keys == FULL
+    assert release.keys == FULL_DELAY
     assert sent(release.args) == sent((*fair_args("release"), DONE_MS))
-    assert release.encoded == (op.script.sha.encode(), b"9", *sent(FULL))
+    assert release.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))
     force = fair_core._ending("force", "")
-    assert force.keys == FULL
+    assert force.keys == FULL_DELAY
     assert sent(force.args) == sent((*fair_args("force", ""), DONE_MS))

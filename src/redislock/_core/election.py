@@ -34,7 +34,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from redislock._core import validate
 from redislock._core.fair import FairCore
@@ -148,6 +148,9 @@ def decode_read(reply: Any) -> tuple[LeaderInfo | None, int]:
 @dataclass(slots=True)
 class ElectionCore(FairCore):
     """A Lock's core whose holder advertises itself in the leader key."""
+
+    _LOCK_DELAY: ClassVar[bool] = False
+    """No ``lock_delay``: its renewal (election.lua) does not move the delay key."""
 
     identity: str = ""
     value: str = ""

@@ -19,10 +19,10 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
 from redislock._core import validate
-from redislock._core.keys import FairKeys
+from redislock._core.keys import FairKeys, delay_key
 from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, no_ttl, queue_token
 from redislock._core.ops import Eval, Flow, Keep, Wait, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
@@ -49,19 +49,22 @@ waiter lease): the try is only the last safety net."""
 
 @functools.lru_cache(maxsize=64)
 def _encoded_args(
-    lease_ms: int, waiter_lease: float, queue_max: int
-) -> tuple[tuple[bytes, bytes, bytes], tuple[bytes]]:
+    lease_ms: int, waiter_lease: float, queue_max: int, delay_ms: int
+) -> tuple[tuple[bytes, bytes, bytes, bytes], tuple[bytes]]:
     """FairCore's constant ARGV, encoded (shared by the cores of equal settings)."""
     waiter_ms = validate.to_ms(waiter_lease)
     return (
-        (b"%d" % lease_ms, b"%d" % waiter_ms, b"%d" % queue_max),
+        (b"%d" % lease_ms, b"%d" % waiter_ms, b"%d" % queue_max, b"%d" % delay_ms),
         (b"%d" % DONE_MS,),
     )
 
 
 @dataclass(slots=True)
 class FairCore(LockCore):
-    """A :class:`LockCore` whose acquire queues and whose release hands off."""
+    """A :class:`LockCore` whose acquire queues and whose release hands off (and which
+    takes a ``lock_delay``: fair.lua honours and writes the delay key)."""
+
+    _LOCK_DELAY: ClassVar[bool] = True
 
     waiter_lease: float = DEFAULT_WAITER_LEASE
     queue_max: int = DEFAULT_QUEUE_MAX
@@ -71,28 +74,30 @@ class FairCore(LockCore):
     kind: str = "FairLock"
     """The public class, for messages."""
     _queue_keys: tuple[str, ...] = field(init=False)
-    """fair.lua's KEYS for acquire and cancel (built once per object)."""
+    """fair.lua's KEYS for acquire and cancel (built once per object): all ten, as
+    :attr:`_end_keys`, so that every acquire honours a lock-delay (KEYS[10])."""
     _end_keys: tuple[str, ...] = field(init=False)
     """fair.lua's KEYS for release and force: also the done key, MultiLock's marker and
-    wake channel."""
+    wake channel, and the lock-delay key."""
     _queue_head: tuple[bytes, ...] = field(init=False)
     """EVALSHA's sha, numkeys and :attr:`_queue_keys`, encoded once (see ``Eval.encoded``)."""
     _end_head: tuple[bytes, ...] = field(init=False)
     """The same for :attr:`_end_keys`."""
-    _acquire_args: tuple[bytes, bytes, bytes] = field(init=False)
-    """lease_ms, waiter_ms (of a waiter that queues) and queue_max, encoded once."""
+    _acquire_args: tuple[bytes, bytes, bytes, bytes] = field(init=False)
+    """lease_ms, waiter_ms (of a waiter that queues), queue_max and delay_ms, encoded once."""
     _end_args: tuple[bytes] = field(init=False)
     """done_ms, encoded once."""
 
     def __post_init__(self) -> None:
         k = self.fkeys = FairKeys.of(self.keys.lock)
-        self._queue_keys = (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence)
-        self._end_keys = (*self._queue_keys, self.keys.done, self.keys.wait, self.keys.wake)
+        own = (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence)
+        lk = self.keys
+        self._end_keys = (*own, lk.done, lk.wait, lk.wake, delay_key(lk.lock))
+        self._queue_keys = self._end_keys
         self._end_head = encoded(_FAIR, self._end_keys)
-        n = len(self._queue_keys)
-        self._queue_head = (self._end_head[0], b"%d" % n, *self._end_head[2 : 2 + n])
+        self._queue_head = self._end_head
         self._acquire_args, self._end_args = _encoded_args(
-            self.lease_ms, self.waiter_lease, self.queue_max
+            self.lease_ms, self.waiter_lease, self.queue_max, self.lock_delay_ms
         )
 
     @classmethod
@@ -105,11 +110,12 @@ class FairCore(LockCore):
 
     def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
         """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info, legacy
-        fence; ARGV op, token, lease_ms, meta, waiter_ms (0: a single try; else this core's
-        waiter lease), queue_max. The constant ones go as bytes, encoded once (redis-py
-        sends bytes as they are)."""
-        lease, waiter, most = self._acquire_args
-        args = (b"acquire", token, lease, meta, waiter if waiter_ms else b"0", most)
+        fence, done, MultiLock's marker and wake channel, lock-delay key; ARGV op, token,
+        lease_ms, meta, waiter_ms (0: a single try; else this core's waiter lease),
+        queue_max, delay_ms (0: none). The constant ones go as bytes, encoded once
+        (redis-py sends bytes as they are)."""
+        lease, waiter, most, delay = self._acquire_args
+        args = (b"acquire", token, lease, meta, waiter if waiter_ms else b"0", most, delay)
         return Eval(_FAIR, self._queue_keys, args, self._queue_head)
 
     def _cancel_op(self, token: str) -> Eval:

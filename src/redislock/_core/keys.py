@@ -17,6 +17,10 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   (:mod:`redislock._core.wake`), so waiting holds no pooled connection
     P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
                   sends it again after losing the reply gets the first one's answer
+    P{N}:delay    a hold's lock-delay (``lock_delay=``): string "<delay_ms>" with PX = the
+                  lock's TTL + the delay, written and moved with the lock key, deleted with
+                  it by a release; while it outlives the lock key (the hold ended without a
+                  release), nobody takes the lock (see ``scripts/fair.lua``)
     P{N}:once:K   ``Once``'s record of period ``K`` (a string, with a TTL until the period's
                   end; see :mod:`redislock._core.once`); ``K`` has no braces
 
@@ -61,11 +65,13 @@ from typing import Final, NamedTuple
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "DELAY_SUFFIX",
     "FENCE_SUFFIX",
     "GRANT_SUFFIX",
     "FairKeys",
     "HoldKeys",
     "LockKeys",
+    "delay_key",
     "fence_key",
     "key_slot",
     "once_key",
@@ -81,6 +87,9 @@ SLOTS: Final = 16384
 
 FENCE_SUFFIX: Final = ":slotfence"
 """The suffix of a slot's fencing counter key ``<prefix>{<slot tag>}:slotfence``."""
+
+DELAY_SUFFIX: Final = ":delay"
+"""The suffix of a lock's lock-delay key ``<lock key>:delay`` (:func:`delay_key`)."""
 
 TAG_ALPHABET: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
 """The characters of slot tags, in the order :func:`slot_tags` enumerates them."""
@@ -118,6 +127,11 @@ def slot_tags() -> tuple[str, ...]:
 def slot_tag(slot: int) -> str:
     """The hash tag of slot ``slot``'s fencing counter (see :func:`slot_tags`)."""
     return slot_tags()[slot]
+
+
+def delay_key(lock_key: str) -> str:
+    """The lock-delay key of the lock whose key is ``lock_key`` (same hash slot)."""
+    return lock_key + DELAY_SUFFIX
 
 
 def fence_key(lock_key: str) -> str:

@@ -31,7 +31,7 @@ from redislock._clients import (
 from redislock._core import validate
 from redislock._core.codec import HolderInfo, holder_meta, token_tag
 from redislock._core.features import Features
-from redislock._core.keys import LockKeys
+from redislock._core.keys import LockKeys, delay_key
 from redislock._core.ops import (
     Acked,
     Call,
@@ -253,6 +253,9 @@ class LockCore:
     """WAIT's limit, milliseconds."""
     track_master: bool = False
     """Writes go out as :class:`Replicated`: WAIT (if ``replicas``) and the master's run_id."""
+    lock_delay_ms: int = 0
+    """The lock-delay (``lock_delay``), milliseconds; 0: off. Only kinds with
+    :attr:`_LOCK_DELAY` take one."""
     label: str = "Lock"
     """The kind, for metrics (:mod:`redislock.metrics`): set by the public class."""
 
@@ -278,10 +281,16 @@ class LockCore:
         even without ``replicas``. (A wait holds no connection, so the client's
         ``socket_timeout`` does not bound it.)"""
         name = validate.check_name(name)
+        delay_ms = 0
         if isinstance(options, LockOptions):
             replicas, wait_ms = options.replicas, options.replica_timeout_ms
+            delay_ms = options.lock_delay_ms
         else:
             replicas, wait_ms = 0, validate.to_ms(DEFAULT_REPLICA_TIMEOUT)
+        if delay_ms and not cls._LOCK_DELAY:
+            raise LockConfigError(
+                "lock_delay is supported by Lock and FairLock only (it must be 0 here)"
+            )
         return cls(
             name,
             LockKeys.for_name(name, options.prefix),
@@ -297,6 +306,7 @@ class LockCore:
             replicas=replicas,
             replica_timeout_ms=wait_ms,
             track_master=bool(replicas) or sentinel,
+            lock_delay_ms=delay_ms,
             **extra,
         )
 
@@ -463,7 +473,8 @@ class LockCore:
         """
         reply: object = None
         ack: Acked | None = None
-        if h.value and not self.track_master:
+        # (with a lock-delay, the script: it deletes the delay key with the lock key)
+        if h.value and not self.track_master and not self.lock_delay_ms:
             feats: Features = yield Probe()
             if feats.delete:
                 reply = yield from self._native_release(h, feats)
@@ -611,6 +622,11 @@ class LockCore:
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
         """lock_extend.lua for ``token``; an "add" carries a fresh op id (remembered in the
         done key for :data:`DONE_MS`), so a retry of the same call adds nothing."""
+        if self.lock_delay_ms:  # the delay key moves with the lease (its KEYS[3], ARGV[7])
+            keys3 = (self.keys.lock, self.keys.done, delay_key(self.keys.lock))
+            op_id = new_op_id() if mode == "add" else ""
+            args = (token, ms, mode, op_id, DONE_MS, "", self.lock_delay_ms)
+            return Eval(_EXTEND, keys3, args)
         if mode != "add":
             return Eval(_EXTEND, (self.keys.lock,), (token, ms, mode))
         keys = (self.keys.lock, self.keys.done)
@@ -671,7 +687,8 @@ class LockCore:
         Raises :class:`LockLostError` if the key is gone or taken; it is never re-created.
         """
         status, ttl = "", 0.0
-        if mode == "set" and h.value and not self.track_master:
+        # (with a lock-delay, the script: it moves the delay key with the lease)
+        if mode == "set" and h.value and not self.track_master and not self.lock_delay_ms:
             feats: Features = yield Probe()
             if feats.set_ifeq:
                 status, ttl = yield from self._native_extend(h, seconds, feats)
@@ -787,11 +804,15 @@ class LockCore:
     def lock_renew(self) -> bool:
         """Whether the watchdog may renew this core's holds in a ``lock_renew.lua`` call
         shared with other locks (see :meth:`renew_entry`, :meth:`renewed`): its renewal is
-        ``lock_extend`` "max" on the lock key alone, and the master is not tracked."""
-        return self._LOCK_RENEW and not self.track_master
+        ``lock_extend`` "max" on the lock key alone, the master is not tracked, and there
+        is no lock-delay (whose key each renewal moves too, through ``lock_extend``)."""
+        return self._LOCK_RENEW and not self.track_master and not self.lock_delay_ms
 
     _LOCK_RENEW: ClassVar[bool] = True
     """False for a kind whose renewal is another script (set by ``__init_subclass__``)."""
+
+    _LOCK_DELAY: ClassVar[bool] = False
+    """Whether this kind takes a ``lock_delay`` (its acquire honours the delay key)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super(LockCore, cls).__init_subclass__(**kwargs)  # (slots: no zero-argument super)

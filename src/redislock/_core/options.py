@@ -105,6 +105,7 @@ class LockKwargs(MultiKwargs[HandleT], total=False):
 
     replicas: int
     replica_timeout: float
+    lock_delay: float
 
 
 class FairKwargs(LockKwargs[HandleT], total=False):
@@ -265,12 +266,18 @@ def _cached(cls: Any, items: tuple[tuple[str, Any], ...], types: tuple[type, ...
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockOptions(MultiOptions):
     """:class:`MultiOptions` plus replication: ``replicas`` (an int >= 0) that must
-    acknowledge each lock write within ``replica_timeout`` seconds."""
+    acknowledge each lock write within ``replica_timeout`` seconds; and ``lock_delay``
+    (seconds, >= 0, default 0: off) during which the name cannot be taken again after a hold
+    that ended without a release (Lock and FairLock only; the other kinds raise
+    :class:`~redislock.errors.LockConfigError` for a delay above 0)."""
 
     replicas: int = 0
     replica_timeout: float = DEFAULT_REPLICA_TIMEOUT
+    lock_delay: float = 0.0
     replica_timeout_ms: int = field(init=False, default=0)
     """``replica_timeout`` in milliseconds (WAIT takes them)."""
+    lock_delay_ms: int = field(init=False, default=0)
+    """``lock_delay`` in milliseconds; 0: off."""
 
     kwargs: ClassVar[type] = LockKwargs
 
@@ -286,6 +293,9 @@ class LockOptions(MultiOptions):
         object.__setattr__(self, "replicas", replicas)
         object.__setattr__(self, "replica_timeout", wait)
         object.__setattr__(self, "replica_timeout_ms", validate.to_ms(wait))
+        delay = validate.check_delay("lock_delay", self.lock_delay)
+        object.__setattr__(self, "lock_delay", delay)
+        object.__setattr__(self, "lock_delay_ms", validate.to_ms(delay) if delay else 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

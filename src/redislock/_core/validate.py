@@ -19,6 +19,7 @@ __all__ = [
     "MAX_DURATION",
     "MAX_NAME_BYTES",
     "MAX_REPLICAS",
+    "check_delay",
     "check_duration",
     "check_name",
     "check_optional_duration",
@@ -69,6 +70,15 @@ def check_duration(what: str, value: Any) -> float:
             "is it in milliseconds by mistake?"
         )
     return seconds
+
+
+def check_delay(what: str, value: Any) -> float:
+    """A delay that may be off: 0 (off), or a duration as :func:`check_duration`; seconds."""
+    if _number(what, value) == 0:
+        return 0.0
+    if _number(what, value) < 0:
+        raise LockConfigError(f"{what} must be >= 0 seconds, got {value!r}")
+    return check_duration(what, value)
 
 
 def check_optional_duration(what: str, value: Any) -> float | None:

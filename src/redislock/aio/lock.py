@@ -77,6 +77,14 @@ class AsyncLock(AsyncLease):
             (README, "Replicas and failover"). Not with a ``RedisCluster`` client.
         replica_timeout: seconds WAIT may take (default 1.0; at most half the lease when
             ``replicas`` > 0).
+        lock_delay: seconds (>= 0; default 0: off) during which nobody can take the name
+            after a hold of this object ended WITHOUT a release (its process died, or its
+            lease ran out or was lost), so that a paused holder's late writes drain before
+            the next holder starts (Chubby's lock-delay). A ``release()`` ends it at once;
+            so does ``redislock force-release``. Kept in the key ``<lock key>:delay``,
+            which every renewal and ``extend()`` moves with the lease. Every acquire of the
+            name honours it, also one by an object without a ``lock_delay`` (it waits it
+            out like a held lock; ``blocking=False`` returns False).
 
     With ``replicas`` > 0, or a client from ``Sentinel.master_for()``, each hold keeps the
     master's run_id (``INFO server`` on the connection that wrote). When a later extend,

@@ -205,9 +205,10 @@ class AsyncRLock(_Reentrant):
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
+        lock_delay: Lock's and FairLock's only: accepted as 0 (seconds; off).
 
     Raises:
-        LockConfigError: any invalid argument (before any I/O).
+        LockConfigError: any invalid argument (before any I/O), also ``lock_delay`` > 0.
     """
 
     __slots__ = ()
@@ -271,9 +272,10 @@ class AsyncReadWriteLock:
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
+        lock_delay: Lock's and FairLock's only: accepted as 0 (seconds; off).
 
     Raises:
-        LockConfigError: any invalid argument (before any I/O).
+        LockConfigError: any invalid argument (before any I/O), also ``lock_delay`` > 0.
     """
 
     __slots__ = ("__weakref__", "_reader", "_writer")

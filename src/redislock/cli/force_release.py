@@ -7,7 +7,7 @@ import redis
 
 from redislock._core.fair import FairCore
 from redislock._core.hold import HoldCore
-from redislock._core.keys import LockKeys
+from redislock._core.keys import LockKeys, delay_key
 from redislock._core.lock import LockCore
 from redislock._core.options import FairOptions, LockOptions
 from redislock._core.scripts import SCRIPTS
@@ -74,7 +74,7 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         return 0
     keys = LockKeys.for_name(name, prefix)
     script = SCRIPTS["lock_force_release"]
-    deleted = client.eval(script.source, 3, keys.lock, keys.wait, keys.wake)
+    deleted = client.eval(script.source, 4, keys.lock, keys.wait, keys.wake, delay_key(keys.lock))
     if deleted:
         print(f"released lock {name!r} ({holder_text(info)})")
     else:

@@ -24,6 +24,12 @@
 --                       publish one wake-up to KEYS[9]
 -- KEYS[9] wake channel  with KEYS[8]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
 --                       on it, see lock_release.lua); declared as a key, never written as one
+-- KEYS[10] delay key    optional (with KEYS[7..9]): "P{N}:delay", string "<delay_ms>", the
+--                       lock-delay of the hold (ARGV[7]), PX = the lock's TTL + delay_ms,
+--                       written with the hold and moved with each extend (lock_extend.lua);
+--                       a release or force DELetes it with the lock key. While it exists
+--                       and the lock key does not (the hold ended WITHOUT a release), nobody
+--                       takes the lock: acquire answers busy with its PTTL, grants wait
 -- ARGV[1] op            acquire | release | cancel | force | kick
 -- ARGV[2] token         owner token
 -- acquire only (each op sends only its own arguments, so the fast paths parse few):
@@ -31,6 +37,9 @@
 -- ARGV[4] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[5] waiter_ms     waiter lease, milliseconds; 0 for a single try (never queues)
 -- ARGV[6] queue_max     most waiters the queue takes; 0: no limit
+-- ARGV[7] delay_ms      optional, with KEYS[10]: lock-delay of the hold taken, milliseconds;
+--                       0 or absent: none. A queued waiter keeps it in its waiter info as
+--                       "<lease_ms>d<delay_ms>|<meta>" for its grant
 -- release and force only:
 -- ARGV[3] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
 --                       the window in which a client may send it again
@@ -47,7 +56,8 @@
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
---                                     the wait before the next try, -1 when the lock has no TTL;
+--                                     the wait before the next try, -1 when the lock has no TTL
+--                                     (the delay key's PTTL while a lock-delay holds it off);
 --                                     fence: the name's fencing counter now (its slot's, or its
 --                                     legacy one if higher; 0 if absent), so a grant message
 --                                     received later is known to be newer (fence above);
@@ -87,13 +97,43 @@ local function wake_marked()
   return nil
 end
 
+-- The lock-delay left (ms) when the lock key is absent and the delay key (KEYS[10]) exists:
+-- the last hold ended without a release and nobody may take the lock yet; nil otherwise
+-- (also without KEYS[10]). Through pcall: returns (ms or nil, error reply or nil).
+local function delay_left()
+  if not KEYS[10] then return nil, nil end
+  local d = redis.pcall('PTTL', KEYS[10])
+  if bad(d) then return nil, failed('PTTL', d) end
+  if d == -2 then return nil, nil end
+  local e = redis.pcall('EXISTS', KEYS[1])
+  if bad(e) then return nil, failed('EXISTS', e) end
+  if e == 1 then return nil, nil end
+  return d, nil
+end
+
+-- Write the delay key of a hold of lease_ms with lock-delay delay_ms (a string; nothing for
+-- "0" or nil); through pcall: returns an error reply, or nil.
+local function set_delay(lease_ms, delay_ms)
+  if not KEYS[10] or not delay_ms or delay_ms == '' or delay_ms == '0' then return nil end
+  local r = redis.pcall(
+    'SET', KEYS[10], delay_ms, 'PX', tonumber(lease_ms) + tonumber(delay_ms))
+  if bad(r) then return failed('SET', r) end
+  return nil
+end
+
 -- Fast paths, while nobody is queued (every command through pcall, the writes in an order
 -- whose every prefix is safe, as lock_acquire.lua and lock_release.lua): Lock's one round
 -- trip when uncontended. Anything else falls through to the queue below.
 if op == 'acquire' then
   local q = redis.pcall('EXISTS', KEYS[3])
   if bad(q) then return failed('EXISTS', q) end
+  local held_off, no = nil, nil
   if q == 0 then
+    held_off, no = delay_left()
+    if no then return no end
+    if held_off and ARGV[5] == '0' then return {'busy', held_off} end
+  end
+  if q == 0 and not held_off then
     -- The value is written once, with the token it would get (_fence.lua: peek_fence)
     local fence, no = peek_fence(KEYS[2], KEYS[6])
     if no then return failed(no, fence) end
@@ -101,9 +141,15 @@ if op == 'acquire' then
       'SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'NX', 'PX', ARGV[3])
     if bad(r) then return failed('SET', r) end
     if r then
+      no = set_delay(ARGV[3], ARGV[7])
+      if no then
+        redis.pcall('DEL', KEYS[1])  -- undo: no hold without its lock-delay
+        return no
+      end
       r, no = next_fence(KEYS[2], KEYS[6])  -- issues that token
       if no then
         redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
+        if KEYS[10] then redis.pcall('DEL', KEYS[10]) end
         return failed(no, r)
       end
       return {'ok', fence, tonumber(ARGV[3])}
@@ -142,7 +188,11 @@ elseif op == 'release' then
         r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[3])
         if bad(r) then return failed('SET', r) end
       end
-      r = redis.pcall('DEL', KEYS[1])
+      if KEYS[10] then  -- the lock-delay goes with a release (one DEL: both or neither)
+        r = redis.pcall('DEL', KEYS[1], KEYS[10])
+      else
+        r = redis.pcall('DEL', KEYS[1])
+      end
       if bad(r) then
         -- Not released: forget the release (SET just worked; DEL did not).
         if KEYS[7] then redis.pcall('SET', KEYS[7], '', 'PX', 1) end
@@ -178,6 +228,12 @@ do
   if KEYS[8] then
     uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
       KEYS[8], 'EXISTS', KEYS[9], 'PUBLISH'
+  end
+  if KEYS[10] then
+    uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
+      KEYS[10], 'PTTL', KEYS[10], 'SET'
+    uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
+      KEYS[10], 'DEL', KEYS[10], 'EXISTS'
   end
   local no = preflight(uses, true)
   if no then return refused(no) end
@@ -216,11 +272,14 @@ local function settle()
 end
 
 -- hand the free lock to the next live waiter: write its hold and publish its fence to it
+-- (called only while the lock key is absent); none while a lock-delay holds the lock off:
+-- the head waiter takes it itself once the delay key is gone (its keep finds it free)
 local function grant_next()
+  if KEYS[10] and redis.call('EXISTS', KEYS[10]) == 1 then return false end
   local head = redis.call('LINDEX', KEYS[3], 0)
   if not head then return false end
   local info = redis.call('HGET', KEYS[5], head)
-  local lease, meta = string.match(info or '', '^(%d+)|(.*)$')
+  local lease, delay, meta = string.match(info or '', '^(%d+)d?(%d*)|(.*)$')
   if not lease then
     forget(head)
     return redis.error_reply('redislock - waiter info of ' .. KEYS[3] .. ' is malformed')
@@ -228,6 +287,9 @@ local function grant_next()
   local fence, no = next_fence(KEYS[2], KEYS[6])
   if no then return failed(no, fence) end
   redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
+  if KEYS[10] and delay ~= '' and delay ~= '0' then
+    redis.call('SET', KEYS[10], delay, 'PX', tonumber(lease) + tonumber(delay))
+  end
   forget(head)
   redis.call('PUBLISH', grant_channel(grant, head), grant_tag(head) .. '|' .. fence)
   settle()
@@ -243,12 +305,16 @@ if op == 'acquire' then
     if no then return failed(no, fence) end
     return {'ok', fence, redis.call('PTTL', KEYS[1])}
   end
-  if not v then
+  local held_off = KEYS[10] and not v and redis.call('PTTL', KEYS[10])
+  if held_off == -2 then held_off = nil end
+  if not v and not held_off then
     local head = redis.call('LINDEX', KEYS[3], 0)
     if not head or head == token then
       local fence, no = next_fence(KEYS[2], KEYS[6])
       if no then return failed(no, fence) end
       redis.call('SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'PX', ARGV[3])
+      no = set_delay(ARGV[3], ARGV[7])  -- checked by the preflight: cannot fail now
+      if no then return no end
       if head then
         forget(token)
         settle()
@@ -267,8 +333,9 @@ if op == 'acquire' then
   local fence_now, no = peek_fence(KEYS[2], KEYS[6])
   if no then return failed(no, fence_now) end
   fence_now = fence_now - 1
+  local hint = held_off or redis.call('PTTL', KEYS[1])
   if ARGV[5] == '0' then
-    return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
+    return {'busy', hint, fence_now}
   end
   if not redis.call('ZSCORE', KEYS[4], token) then
     local len = redis.call('LLEN', KEYS[3])
@@ -279,9 +346,10 @@ if op == 'acquire' then
     redis.call('RPUSH', KEYS[3], token)
   end
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), token)
-  redis.call('HSET', KEYS[5], token, ARGV[3] .. '|' .. ARGV[4])
+  local delay = ARGV[7] and ARGV[7] ~= '' and ARGV[7] ~= '0' and 'd' .. ARGV[7] or ''
+  redis.call('HSET', KEYS[5], token, ARGV[3] .. delay .. '|' .. ARGV[4])
   stretch(tonumber(ARGV[5]))
-  return {'busy', redis.call('PTTL', KEYS[1]), fence_now}
+  return {'busy', hint, fence_now}
 end
 
 if op == 'release' then
@@ -302,6 +370,7 @@ if op == 'release' then
   local r = wake_marked()  -- checked by the preflight: cannot fail now
   if r then return r end
   redis.call('DEL', KEYS[1])
+  if KEYS[10] then redis.call('DEL', KEYS[10]) end  -- a release ends the lock-delay too
   if KEYS[7] then
     redis.call('SET', KEYS[7], token, 'PX', ARGV[3])
   end
@@ -328,6 +397,8 @@ end
 
 if op == 'force' then
   local n = redis.call('DEL', KEYS[1])
+  -- an operator's override ends the lock-delay too (to keep it, let the lease run out)
+  if KEYS[10] then redis.call('DEL', KEYS[10]) end
   local r = wake_marked()
   if r then return r end
   r = grant_next()

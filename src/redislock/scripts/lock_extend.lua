@@ -2,6 +2,9 @@
 -- KEYS[1] lock key
 -- KEYS[2] done key      optional, with ARGV[4]: string "<token>|<op_id>", the last "add" extend
 --                       of this name (the same key as lock_release.lua's), PX ARGV[5]
+-- KEYS[3] delay key     optional, with ARGV[7] (and KEYS[2]): the hold's lock-delay key
+--                       (fair.lua's KEYS[10]); an extend that worked sets it to "<delay_ms>"
+--                       with PX = the new TTL + delay_ms, so it outlives the lease by the delay
 -- ARGV[1] token         owner token
 -- ARGV[2] ms            milliseconds (integer >= 1)
 -- ARGV[3] mode          "add": new TTL = remaining TTL + ms;  "set": new TTL = ms;
@@ -12,6 +15,7 @@
 -- ARGV[5] done_ms       with ARGV[4]: how long the done key remembers the call, milliseconds
 -- ARGV[6] ownership     optional: "exact" for a lock in redis-py's format (compat_acquire.lua,
 --                       value = token); otherwise the value starts with "<token>|"
+-- ARGV[7] delay_ms      optional, with KEYS[3]: the hold's lock-delay, milliseconds (>= 1)
 -- returns {"ok", pttl_ms}  extended; pttl_ms is the new TTL (for a repeated call: the TTL now)
 --         {"gone", 0}      no lock key (expired or deleted)
 --         {"taken", 0}     another owner holds the key
@@ -57,6 +61,11 @@ if ARGV[3] ~= 'set' then
   elseif pttl > ms then
     ms = pttl
   end
+end
+-- the delay key first: for a longer lease, a prefix leaves it outliving the lease by more
+if KEYS[3] and ARGV[7] and ARGV[7] ~= '' and ARGV[7] ~= '0' then
+  r = redis.pcall('SET', KEYS[3], ARGV[7], 'PX', ms + tonumber(ARGV[7]))
+  if bad(r) then return failed('SET', r) end
 end
 r = redis.pcall('PEXPIRE', KEYS[1], ms)
 if bad(r) then return failed('PEXPIRE', r) end

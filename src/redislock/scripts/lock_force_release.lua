@@ -2,6 +2,8 @@
 -- KEYS[1] lock key
 -- KEYS[2] waiters key
 -- KEYS[3] wake channel  PUBLISHed "*" when someone waits (see lock_release.lua)
+-- KEYS[4] delay key     optional: the hold's lock-delay key (fair.lua's KEYS[10]), DELeted
+--                       with the lock key: an operator's override ends the lock-delay too
 -- ARGV: none
 -- returns 1 if a lock key was deleted, 0 if there was none
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; the lock key
@@ -16,6 +18,10 @@ if bad(r) then return failed('EXISTS', r) end
 if r == 1 then
   r = redis.pcall('PUBLISH', KEYS[3], '*')
   if bad(r) then return failed('PUBLISH', r) end
+end
+if KEYS[4] then  -- before the lock key: a refusal leaves the lock key untouched
+  r = redis.pcall('DEL', KEYS[4])
+  if bad(r) then return failed('DEL', r) end
 end
 r = redis.pcall('DEL', KEYS[1])
 if bad(r) then return failed('DEL', r) end

@@ -46,6 +46,9 @@ class FairLock(Lock):
             (default 1.0, at least 0.05).
         queue_max: most waiters the queue holds (default 10 000); one more raises
             :class:`~redislock.QueueFullError`.
+        lock_delay: as for :class:`Lock`: seconds (default 0: off) nobody can take
+            the name after a hold ended without a release; a waiter granted the lock by a
+            release gets its own ``lock_delay`` with the grant.
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).

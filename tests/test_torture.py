@@ -39,13 +39,14 @@ def _explain(result: TortureResult) -> str:
     return f"{result.report.table()}\nrecords: {result.directory}"
 
 
-def assert_clean(result: TortureResult) -> None:
-    """The run passed, every must-be-zero line held, and it did real work (>= 30 cycles)."""
+def assert_clean(result: TortureResult, cycles: int = 30) -> None:
+    """The run passed, every must-be-zero line held, and it did real work (>= ``cycles``
+    acquisitions)."""
     lines = _lines(result)
     assert result.passed, _explain(result)
     for name in MUST_BE_ZERO:
         assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
-    assert result.cycles >= 30, _explain(result)
+    assert result.cycles >= cycles, _explain(result)
 
 
 def _acquired(path: Path) -> int:
@@ -194,6 +195,71 @@ def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path
     assert loss.ok is True  # type: ignore[attr-defined]
 
 
+# ----------------------------------------------------------------------------- election, once
+
+
+def _acts(result: TortureResult) -> list[dict[str, object]]:
+    return [
+        json.loads(line)
+        for path in sorted(result.directory.glob("acts-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
+
+
+def test_election_under_default_faults_never_lets_a_stale_leader_act(tmp_path: Path) -> None:
+    """Leaders campaign, act with their term as fencing token, read leader() and resign
+    while the default faults pause, kill and cut them off: no stale leader's act is
+    accepted, terms never go back, no read names a deposed leader."""
+    result = run_torture(
+        TortureConfig(
+            scenario="election",
+            processes=3,
+            duration=8.0,
+            seed=7,
+            directory=str(tmp_path / "election"),
+        )
+    )
+    # one server: its pauses and sleeps stop every contender at once, so cycles are fewer
+    assert_clean(result, cycles=15)
+    lines = _lines(result)
+    assert lines["stale_leader_reads"].ok is True, _explain(result)  # type: ignore[attr-defined]
+    reads = [a for a in _acts(result) if a["kind"] == "leader"]
+    # leader() named the reading leader itself, with its own term, most of the time
+    assert sum(1 for r in reads if r.get("term") == r.get("mine")) >= 10, _explain(result)
+    assert result.faults_applied >= 4
+    # every term acted at the oracle is a granted one (acts carry the term as fence)
+    grants = set()
+    for path in result.directory.glob("history-*.jsonl"):
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            if e["op"] == "acquire" and e["ph"] == "ok":
+                grants.add(e["fence"])
+    writes = [json.loads(x) for x in (result.directory / "oracle.jsonl").read_text().splitlines()]
+    assert writes
+    assert {w["fence"] for w in writes} <= grants
+
+
+def test_once_under_default_faults_never_runs_a_period_twice(tmp_path: Path) -> None:
+    """Workers race for short periods, a quarter of the jobs fail on purpose: never two
+    successful runs of one period; failed periods are run again by someone."""
+    result = run_torture(
+        TortureConfig(
+            scenario="once", processes=3, duration=8.0, seed=7, directory=str(tmp_path / "once")
+        )
+    )
+    # a run per period and name at most: 1 s and 0.5 s periods, two names
+    assert_clean(result, cycles=15)
+    lines = _lines(result)
+    assert lines["double_runs"].ok is True, _explain(result)  # type: ignore[attr-defined]
+    outcomes = [a["outcome"] for a in _acts(result) if a["kind"] == "once"]
+    assert outcomes.count("ok") >= 10, _explain(result)
+    assert "ok-foreign" not in outcomes, _explain(result)
+    assert outcomes.count("skipped") > 0, _explain(result)
+    assert outcomes.count("failed") > 0, _explain(result)
+    assert int(lines["failed_periods_rerun"].value) > 0, _explain(result)  # type: ignore[attr-defined]
+
+
 # ----------------------------------------------------------------------------- controls
 
 
@@ -203,6 +269,8 @@ def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path
         ("broken-release", "foreign_touches"),
         ("unfenced-pause", "stale_writes_accepted"),
         ("redlock-restart", "overlapping_holders"),
+        ("election-unfenced", "stale_writes_accepted"),
+        ("once-mutex", "double_runs"),
     ],
 )
 def test_negative_control_is_reported(control: str, line: str, tmp_path: Path) -> None:

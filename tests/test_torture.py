@@ -110,7 +110,9 @@ def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
         directory=str(tmp_path / scenario),
     )
     result = run_torture(cfg)
-    assert_clean(result)
+    # A term costs more round trips than a lock cycle (advertise, leader(), withdraw), each
+    # held up by the faults; Once runs at most once per period and name.
+    assert_clean(result, cycles=15 if scenario in ("election", "once") else 30)
     assert result.faults_applied >= 4
     assert not result.nemesis_errors, result.nemesis_errors
     # The records are complete and replayable.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from redislock.testing.checkers import election_checks, once_checks
 from redislock.testing.faults import (
     ALL_FAULTS,
     CLIENT_FAULTS,
@@ -260,6 +261,33 @@ def test_once_under_default_faults_never_runs_a_period_twice(tmp_path: Path) -> 
     assert outcomes.count("skipped") > 0, _explain(result)
     assert outcomes.count("failed") > 0, _explain(result)
     assert int(lines["failed_periods_rerun"].value) > 0, _explain(result)  # type: ignore[attr-defined]
+
+
+def test_election_and_once_checkers_fail_on_made_up_violations() -> None:
+    """The two scenarios' own lines fail on records that break them (pure checkers)."""
+    grant = {"t": 1.0, "w": 1, "pid": 9, "hold": "1.0", "op": "acquire", "ph": "ok",
+             "name": "n0", "mode": "x", "fence": 7, "err": None}  # fmt: skip
+    read = {"kind": "leader", "w": 2, "name": "n0", "t": 2.0, "t0": 2.0, "t1": 2.1,
+            "identity": "w0", "term": 6, "mine": 8}  # fmt: skip
+    early = {**read, "t": 0.5, "t0": 0.5, "t1": 0.6}  # before term 7 was granted: fine
+    lines = {ln.name: ln for ln in election_checks([grant], [read, early])}
+    assert lines["stale_leader_reads"].ok is False
+    assert lines["stale_leader_reads"].value == 1
+    assert "read term 6" in lines["stale_leader_reads"].detail
+    assert {ln.name: ln for ln in election_checks([grant], [early])}["stale_leader_reads"].ok
+
+    def run(t: float, outcome: str, key: str = "k1", fence: int = 1) -> dict[str, object]:
+        return {"kind": "once", "w": 1, "name": "n0", "key": key, "t": t, "outcome": outcome,
+                "fence": fence}  # fmt: skip
+
+    ok = once_checks([run(1, "failed"), run(2, "ok"), run(3, "skipped"), run(1, "lost", "k2")])
+    by = {ln.name: ln for ln in ok}
+    assert by["double_runs"].ok is True
+    assert by["failed_periods_rerun"].value == 1
+    assert by["failed_periods_undone"].value == 1
+    bad = {ln.name: ln for ln in once_checks([run(1, "ok"), run(2, "ok-foreign", fence=2)])}
+    assert bad["double_runs"].ok is False
+    assert bad["double_runs"].value == 1
 
 
 # ----------------------------------------------------------------------------- controls

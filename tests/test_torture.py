@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from redislock.testing.checkers import election_checks, once_checks
 from redislock.testing.faults import (
     ALL_FAULTS,
     CLIENT_FAULTS,
@@ -39,13 +40,14 @@ def _explain(result: TortureResult) -> str:
     return f"{result.report.table()}\nrecords: {result.directory}"
 
 
-def assert_clean(result: TortureResult) -> None:
-    """The run passed, every must-be-zero line held, and it did real work (>= 30 cycles)."""
+def assert_clean(result: TortureResult, cycles: int = 30) -> None:
+    """The run passed, every must-be-zero line held, and it did real work (>= ``cycles``
+    acquisitions)."""
     lines = _lines(result)
     assert result.passed, _explain(result)
     for name in MUST_BE_ZERO:
         assert lines[name].ok is True, _explain(result)  # type: ignore[attr-defined]
-    assert result.cycles >= 30, _explain(result)
+    assert result.cycles >= cycles, _explain(result)
 
 
 def _acquired(path: Path) -> int:
@@ -109,7 +111,9 @@ def test_scenario_under_all_faults_keeps_every_must_be_zero_line(
         directory=str(tmp_path / scenario),
     )
     result = run_torture(cfg)
-    assert_clean(result)
+    # A term costs more round trips than a lock cycle (advertise, leader(), withdraw), each
+    # held up by the faults; Once runs at most once per period and name.
+    assert_clean(result, cycles=15 if scenario in ("election", "once") else 30)
     assert result.faults_applied >= 4
     assert not result.nemesis_errors, result.nemesis_errors
     # The records are complete and replayable.
@@ -194,6 +198,98 @@ def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path
     assert loss.ok is True  # type: ignore[attr-defined]
 
 
+# ----------------------------------------------------------------------------- election, once
+
+
+def _acts(result: TortureResult) -> list[dict[str, object]]:
+    return [
+        json.loads(line)
+        for path in sorted(result.directory.glob("acts-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
+
+
+def test_election_under_default_faults_never_lets_a_stale_leader_act(tmp_path: Path) -> None:
+    """Leaders campaign, act with their term as fencing token, read leader() and resign
+    while the default faults pause, kill and cut them off: no stale leader's act is
+    accepted, terms never go back, no read names a deposed leader."""
+    result = run_torture(
+        TortureConfig(
+            scenario="election",
+            processes=3,
+            duration=8.0,
+            seed=7,
+            directory=str(tmp_path / "election"),
+        )
+    )
+    # one server: its pauses and sleeps stop every contender at once, so cycles are fewer
+    assert_clean(result, cycles=15)
+    lines = _lines(result)
+    assert lines["stale_leader_reads"].ok is True, _explain(result)  # type: ignore[attr-defined]
+    reads = [a for a in _acts(result) if a["kind"] == "leader"]
+    # leader() named the reading leader itself, with its own term, most of the time
+    assert sum(1 for r in reads if r.get("term") == r.get("mine")) >= 10, _explain(result)
+    assert result.faults_applied >= 4
+    # every term acted at the oracle is a granted one (acts carry the term as fence)
+    grants = set()
+    for path in result.directory.glob("history-*.jsonl"):
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            if e["op"] == "acquire" and e["ph"] == "ok":
+                grants.add(e["fence"])
+    writes = [json.loads(x) for x in (result.directory / "oracle.jsonl").read_text().splitlines()]
+    assert writes
+    assert {w["fence"] for w in writes} <= grants
+
+
+def test_once_under_default_faults_never_runs_a_period_twice(tmp_path: Path) -> None:
+    """Workers race for short periods, a quarter of the jobs fail on purpose: never two
+    successful runs of one period; failed periods are run again by someone."""
+    result = run_torture(
+        TortureConfig(
+            scenario="once", processes=3, duration=8.0, seed=7, directory=str(tmp_path / "once")
+        )
+    )
+    # a run per period and name at most: 1 s and 0.5 s periods, two names
+    assert_clean(result, cycles=15)
+    lines = _lines(result)
+    assert lines["double_runs"].ok is True, _explain(result)  # type: ignore[attr-defined]
+    outcomes = [a["outcome"] for a in _acts(result) if a["kind"] == "once"]
+    assert outcomes.count("ok") >= 10, _explain(result)
+    assert "ok-foreign" not in outcomes, _explain(result)
+    assert outcomes.count("skipped") > 0, _explain(result)
+    assert outcomes.count("failed") > 0, _explain(result)
+    assert int(lines["failed_periods_rerun"].value) > 0, _explain(result)  # type: ignore[attr-defined]
+
+
+def test_election_and_once_checkers_fail_on_made_up_violations() -> None:
+    """The two scenarios' own lines fail on records that break them (pure checkers)."""
+    grant = {"t": 1.0, "w": 1, "pid": 9, "hold": "1.0", "op": "acquire", "ph": "ok",
+             "name": "n0", "mode": "x", "fence": 7, "err": None}  # fmt: skip
+    read = {"kind": "leader", "w": 2, "name": "n0", "t": 2.0, "t0": 2.0, "t1": 2.1,
+            "identity": "w0", "term": 6, "mine": 8}  # fmt: skip
+    early = {**read, "t": 0.5, "t0": 0.5, "t1": 0.6}  # before term 7 was granted: fine
+    lines = {ln.name: ln for ln in election_checks([grant], [read, early])}
+    assert lines["stale_leader_reads"].ok is False
+    assert lines["stale_leader_reads"].value == 1
+    assert "read term 6" in lines["stale_leader_reads"].detail
+    assert {ln.name: ln for ln in election_checks([grant], [early])}["stale_leader_reads"].ok
+
+    def run(t: float, outcome: str, key: str = "k1", fence: int = 1) -> dict[str, object]:
+        return {"kind": "once", "w": 1, "name": "n0", "key": key, "t": t, "outcome": outcome,
+                "fence": fence}  # fmt: skip
+
+    ok = once_checks([run(1, "failed"), run(2, "ok"), run(3, "skipped"), run(1, "lost", "k2")])
+    by = {ln.name: ln for ln in ok}
+    assert by["double_runs"].ok is True
+    assert by["failed_periods_rerun"].value == 1
+    assert by["failed_periods_undone"].value == 1
+    bad = {ln.name: ln for ln in once_checks([run(1, "ok"), run(2, "ok-foreign", fence=2)])}
+    assert bad["double_runs"].ok is False
+    assert bad["double_runs"].value == 1
+
+
 # ----------------------------------------------------------------------------- controls
 
 
@@ -203,6 +299,8 @@ def test_server_clock_jumps_keep_every_must_be_line_and_losses_are_told(tmp_path
         ("broken-release", "foreign_touches"),
         ("unfenced-pause", "stale_writes_accepted"),
         ("redlock-restart", "overlapping_holders"),
+        ("election-unfenced", "stale_writes_accepted"),
+        ("once-mutex", "double_runs"),
     ],
 )
 def test_negative_control_is_reported(control: str, line: str, tmp_path: Path) -> None:

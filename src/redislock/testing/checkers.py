@@ -20,6 +20,10 @@ Metrics (one :class:`Line` each in :func:`check_run`; exact definitions in each 
   after it could last touch a server (goal 0).
 * ``loss_notifications`` (:func:`loss_notifications`): the share of unexpected server-side
   losses the worker was told about within ``bound + slack`` seconds (goal 100 %).
+* scenario ``election`` (:func:`election_checks`, over the workers' act records):
+  ``stale_leader_reads`` (goal 0), ``leader_reads`` and ``leaderships_lost`` (reported).
+* scenario ``once`` (:func:`once_checks`): ``double_runs`` (goal 0), ``once_runs``,
+  ``failed_periods_rerun`` and ``failed_periods_undone`` (reported).
 
 Inputs are lists of plain dicts, exactly as read back from the JSON Lines files (see
 ``docs/torture.md`` and :mod:`redislock.testing.history`, :mod:`redislock.testing.oracle`):
@@ -58,9 +62,11 @@ __all__ = [
     "Record",
     "Report",
     "check_run",
+    "election_checks",
     "leases_alive_after_death",
     "loss_notifications",
     "match_holds",
+    "once_checks",
     "op_counts",
     "overlaps",
     "stale_writes",
@@ -1017,3 +1023,149 @@ def check_run(
         "losses_excused": dict(excused_by),
     }
     return Report(lines=lines, counts=counts)
+
+
+# --------------------------------------------------------------------------- election, once
+
+
+def stale_leader_reads(history: Iterable[Record], acts: Iterable[Record]) -> list[dict[str, Any]]:
+    """``leader()`` reads that reported a term below a term already granted.
+
+    A grant is an acquire ok of the ``election`` scenario (the campaign returned: the new
+    leader is advertised, its term is the lock's fencing token). A read (act record
+    ``{"kind": "leader", "name", "t0", "t1", "term"}``) invoked at ``t0`` after a grant of
+    term ``T`` on its name completed must report nobody or a term ``>= T``: a leader is only
+    reported while its term is the current one, and terms never go back. Returns one
+    ``{"read": record, "granted": term, "hold": hold id}`` per violation.
+    """
+    grants: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    for ev in history:
+        if ev.get("op") == "acquire" and ev.get("ph") == "ok" and _is_int(ev.get("fence")):
+            grants[str(ev["name"])].append((float(ev["t"]), int(ev["fence"]), str(ev["hold"])))
+    best: dict[str, tuple[list[float], list[tuple[int, str]]]] = {}
+    for name, items in grants.items():
+        items.sort()
+        times: list[float] = []
+        maxima: list[tuple[int, str]] = []
+        top: tuple[int, str] = (-1, "")
+        for t, fence, hold in items:
+            if fence > top[0]:
+                top = (fence, hold)
+            times.append(t)
+            maxima.append(top)
+        best[name] = (times, maxima)
+    out: list[dict[str, Any]] = []
+    for read in acts:
+        if read.get("kind") != "leader" or not _is_int(read.get("term")):
+            continue
+        entry = best.get(str(read.get("name")))
+        if entry is None:
+            continue
+        times, maxima = entry
+        i = bisect.bisect_left(times, float(read["t0"])) - 1
+        if i >= 0 and int(read["term"]) < maxima[i][0]:
+            out.append({"read": read, "granted": maxima[i][0], "hold": maxima[i][1]})
+    return out
+
+
+def election_checks(history: Iterable[Record], acts: Iterable[Record]) -> list[Line]:
+    """The ``election`` scenario's lines (the generic ones already cover the rest:
+    ``stale_writes_accepted`` is "never two leaders acting with the same or a lower term",
+    ``token_regressions`` "terms never go back").
+
+    * ``stale_leader_reads`` (goal 0): :func:`stale_leader_reads`;
+    * ``leader_reads``: reads that named this worker / another / nobody / failed (reported);
+    * ``leaderships_lost``: loss notifications (``lost`` events) of leaders (reported: a
+      paused or cut-off leader must lose, and hear about it).
+    """
+    events = list(history)
+    records = [a for a in acts if a.get("kind") == "leader"]
+    stale = stale_leader_reads(events, records)
+    lines = [
+        _zero_line(
+            "stale_leader_reads",
+            stale,
+            lambda v: (
+                f"{v['read'].get('name')}: w{v['read'].get('w')} read term {v['read']['term']} "
+                f"({v['read'].get('identity')}) at t={_t(v['read']['t0'])}, after term "
+                f"{v['granted']} was granted (hold {v['hold']})"
+            ),
+        )
+    ]
+    kinds: Counter[str] = Counter()
+    for r in records:
+        if r.get("err"):
+            kinds["failed"] += 1
+        elif r.get("term") is None:
+            kinds["nobody"] += 1
+        elif r.get("term") == r.get("mine"):
+            kinds["self"] += 1
+        else:
+            kinds["other"] += 1
+    value = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "0"
+    lines.append(Line("leader_reads", value, "reported", None))
+    lost = [e for e in events if e.get("op") == "lost"]
+    lines.append(
+        _count_line(
+            "leaderships_lost",
+            lost,
+            "reported",
+            None,
+            lambda e: f"{e.get('name')} hold {e.get('hold')} t={_t(e.get('t'))}: {e.get('err')}",
+        )
+    )
+    return lines
+
+
+_SUCCESS = ("ok", "ok-foreign")
+
+
+def once_checks(acts: Iterable[Record]) -> list[Line]:
+    """The ``once`` scenario's lines, over the act records ``{"kind": "once", "name", "key",
+    "t", "outcome", "fence"}`` (outcomes: see ``docs/torture.md``).
+
+    * ``double_runs`` (goal 0): periods (name, key) with two or more runs whose block ended
+      well (``ok``, or ``ok-foreign``: ended well but the record is another run's);
+    * ``once_runs``: outcomes counted (reported);
+    * ``failed_periods_rerun``: periods whose run failed (``failed``, ``lost``, ``error``)
+      and that some later run then completed (reported);
+    * ``failed_periods_undone``: periods whose run failed and that no run completed (the
+      period or the run ended first; reported).
+    """
+    runs: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    outcomes: Counter[str] = Counter()
+    for a in acts:
+        if a.get("kind") != "once":
+            continue
+        outcomes[str(a.get("outcome"))] += 1
+        runs[(str(a.get("name")), str(a.get("key")))].append(a)
+    doubles: list[tuple[tuple[str, str], list[Record]]] = []
+    rerun = undone = 0
+    for period, items in sorted(runs.items()):
+        items.sort(key=lambda a: float(a["t"]))
+        good = [a for a in items if a.get("outcome") in _SUCCESS]
+        if len(good) > 1:
+            doubles.append((period, good))
+        failed = [a for a in items if a.get("outcome") in ("failed", "lost", "error")]
+        if failed:
+            if any(float(g["t"]) > float(failed[0]["t"]) for g in good):
+                rerun += 1
+            elif not good:
+                undone += 1
+    lines = [
+        _zero_line(
+            "double_runs",
+            doubles,
+            lambda d: (
+                f"{d[0][0]} {d[0][1]}: "
+                + ", ".join(
+                    f"w{a.get('w')} fence {a.get('fence')} {a.get('outcome')}" for a in d[1]
+                )
+            ),
+        )
+    ]
+    value = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "0"
+    lines.append(Line("once_runs", value, "reported", None))
+    lines.append(Line("failed_periods_rerun", rerun, "reported", None))
+    lines.append(Line("failed_periods_undone", undone, "reported", None))
+    return lines

@@ -91,6 +91,8 @@ SCENARIOS = (
     "multilock",
     "redlock",
     "multiredlock",
+    "election",
+    "once",
 )
 #: Scenarios over several masters (Redlock's quorum).
 QUORUM_SCENARIOS = ("redlock", "multiredlock")
@@ -99,7 +101,13 @@ MULTI_SCENARIOS = ("multilock", "multiredlock")
 #: Worker flavours: every worker sync, every worker asyncio, or both (odd ids asyncio).
 FLAVOURS = ("both", "sync", "asyncio")
 #: The negative controls: runs that must report violations.
-CONTROLS = ("broken-release", "unfenced-pause", "redlock-restart")
+CONTROLS = (
+    "broken-release",
+    "unfenced-pause",
+    "redlock-restart",
+    "election-unfenced",
+    "once-mutex",
+)
 
 CLIENT_FAULTS = (
     "client_pause",

@@ -18,7 +18,11 @@ checkers are not blind (see "Negative controls" in ``docs/torture.md``):
 * ``unfenced-pause``: the oracle accepts writes without checking fencing tokens, under
   client pauses longer than the lease: stale writes accepted;
 * ``redlock-restart``: Redlock over masters without persistence that restart at once
-  (no delay of one lease, against the Redis distlock page's advice): overlapping holders.
+  (no delay of one lease, against the Redis distlock page's advice): overlapping holders;
+* ``election-unfenced``: the ``election`` scenario against an oracle that does not check
+  tokens, under client pauses longer than the lease: a deposed leader's acts accepted;
+* ``once-mutex``: the ``once`` scenario with the job under a plain Lock instead of
+  ``Once`` (no record of the period's run): two successful runs in one period.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import redis
 from redislock._core.options import DEFAULT_WAITER_LEASE
 from redislock.server import RedisProcess, find_redis_server
 from redislock.testing.audit import Auditor
-from redislock.testing.checkers import Line, Report, check_run
+from redislock.testing.checkers import Line, Report, check_run, election_checks, once_checks
 from redislock.testing.faults import (
     ALL_FAULTS,
     CLOCK_FAULTS,
@@ -82,7 +86,9 @@ class TortureConfig:
 
     Attributes:
         scenario: ``lock``, ``rlock``, ``rwlock``, ``semaphore``, ``fairlock``,
-            ``multilock`` (two names per hold), ``redlock`` or ``multiredlock``.
+            ``multilock`` (two names per hold), ``redlock``, ``multiredlock``, ``election``
+            (``Election``: campaign, act with the term, resign) or ``once`` (``Once``: one
+            successful run per period).
         flavour: ``both`` (odd worker ids run asyncio locks, even ids sync ones), ``sync``
             or ``asyncio``.
         processes: worker processes (each with its own connections and fault proxies).
@@ -179,12 +185,15 @@ class TortureConfig:
                 gap=(0.05, 0.2),
                 work=(0.05, 0.2),
             )
-        elif cfg.control in ("broken-release", "unfenced-pause"):
+        elif cfg.control in ("broken-release", "unfenced-pause", "election-unfenced"):
             # Critical sections fill most of each cycle, so nearly every pause lands in one
             # (a pause between holds shows nothing): the control must not depend on luck.
+            scenario = "election" if cfg.control == "election-unfenced" else "lock"
             cfg = replace(
-                cfg, scenario="lock", faults=("client_pause",), gap=(0.0, 0.05), work=(0.1, 0.3)
+                cfg, scenario=scenario, faults=("client_pause",), gap=(0.0, 0.05), work=(0.1, 0.3)
             )
+        elif cfg.control == "once-mutex":
+            cfg = replace(cfg, scenario="once")
         if cfg.url is not None:
             cfg = replace(cfg, faults=tuple(k for k in cfg.faults if k not in SERVER_FAULTS))
             if cfg.scenario in QUORUM_SCENARIOS:
@@ -202,6 +211,11 @@ class TortureConfig:
     def timeout(self) -> float:
         """The workers' socket timeout in seconds (redis-py's default when None)."""
         return REDIS_PY_SOCKET_TIMEOUT if self.socket_timeout is None else self.socket_timeout
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the oracle checks fencing tokens (not under the unfenced controls)."""
+        return self.control not in ("unfenced-pause", "election-unfenced")
 
     @property
     def names_per_hold(self) -> int:
@@ -246,8 +260,10 @@ class TortureResult:
         control = self.config.control
         if control == "broken-release":
             names = ("foreign_touches",)
-        elif control == "unfenced-pause":
+        elif control in ("unfenced-pause", "election-unfenced"):
             names = ("stale_writes_accepted",)
+        elif control == "once-mutex":
+            names = ("double_runs",)
         elif control == "redlock-restart":
             names = ("overlapping_holders",)
         else:
@@ -287,7 +303,7 @@ class _Run:
         self.next_w = 0
         self.lock = threading.Lock()
         self.stopping = False
-        self.oracle = Oracle(directory, fenced=cfg.control != "unfenced-pause")
+        self.oracle = Oracle(directory, fenced=cfg.fenced)
         self.auditor: Auditor | None = None
         self.config_path = directory / "config-worker.json"
 
@@ -574,7 +590,7 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         run.oracle.records(),
         read_jsonl(directory / "nemesis.jsonl"),
         audit.to_dict(),
-        fenced=cfg.control != "unfenced-pause",
+        fenced=cfg.fenced,
         lease=cfg.lease,
         bound=cfg.lease / 3 + cfg.timeout,
         permits=cfg.permits if cfg.scenario == "semaphore" else None,
@@ -583,6 +599,12 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         # renewing; until then a release may hand it the lock (fair.lua, both kinds)
         handoff=DEFAULT_WAITER_LEASE if cfg.scenario in ("lock", "fairlock") else 0.0,
     )
+    if cfg.scenario in ("election", "once"):
+        acts = read_histories(directory, "acts-*.jsonl")
+        if cfg.scenario == "election":
+            report.lines.extend(election_checks(history, acts))
+        else:
+            report.lines.extend(once_checks(acts))
     # The harness itself must have worked, or the zeros above mean nothing.
     polls = audit.polls or [0]
     connects = audit.monitor_connects or [0]

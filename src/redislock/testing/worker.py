@@ -19,6 +19,27 @@ worker stops at the end of the cycle in which the stop file appears. Negative co
 :mod:`redislock.testing.torture`): ``broken-release`` releases with a plain ``DEL`` (no
 owner check).
 
+Election and Once (scenarios ``election`` and ``once``) have cycles of their own, which also
+append one record per act to ``acts-<w>.jsonl`` (see "Election" and "Once" in
+``docs/torture.md``):
+
+* ``election``: campaign (``Election.campaign``, identity ``w<W>``) on one name, logged as an
+  acquire whose fence is the term; as leader, write ``begin`` / ``end`` to the oracle with
+  the term as fencing token, read ``leader()`` once (an act record ``leader`` with the
+  identity and term it reported, stamped before and after the call), then resign (logged as
+  the release; ``LockLostError`` is a loss). Control ``election-unfenced``: the same against
+  an oracle that does not check tokens.
+* ``once``: ``Once.run()`` for the current period (half the cycles an explicit key that
+  rotates every half second, ``period=60``; half aligned periods of 1 second); when the turn is
+  this worker's (logged as an acquire with the lock's fence), the job writes ``begin`` /
+  ``end`` to the oracle and fails on purpose (raises) a quarter of the time; an act record
+  ``once`` gives the period key, the fence and the outcome (``ok``: the record written is
+  this run's; ``ok-foreign``: the block ended well but the record is another run's;
+  ``failed``; ``lost``; ``unknown``; ``error``; ``skipped``: someone had run it, with the
+  record's fence). Control ``once-mutex``: the job runs under a plain Lock, without looking
+  for a record (a mutex is not once-per-period), and every run that ends well counts as
+  ``ok``.
+
 Flavour: a worker is sync or asyncio (the config's ``flavour``: ``sync``, ``asyncio``, or
 ``both``, which makes odd worker ids asyncio). Both run the same cycle, a coroutine on one
 event loop: a sync lock's calls return values, an asyncio lock's return awaitables, and
@@ -32,8 +53,10 @@ import asyncio
 import importlib
 import inspect
 import json
+import os
 import random
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,7 +68,7 @@ import redislock
 from redislock import AcquireTimeoutError, LockLostError
 from redislock._core.keys import LockKeys
 from redislock.testing.faults import MULTI_SCENARIOS, QUORUM_SCENARIOS
-from redislock.testing.history import History
+from redislock.testing.history import History, JsonlWriter
 from redislock.testing.oracle import OracleClient
 
 __all__ = ["main"]
@@ -61,6 +84,7 @@ _CLASSES = {
     "fairlock": "FairLock",
     "multilock": "MultiLock",
     "multiredlock": "MultiRedlock",
+    "once": "Lock",  # the once-mutex control's plain mutex
 }
 """Scenario -> the lock class (``Async`` + it for an asyncio worker)."""
 
@@ -87,6 +111,9 @@ class Worker:
         self.w = w
         self.rng = random.Random(f"{cfg['seed']}:{w}")
         self.hist = History(Path(cfg["directory"]) / f"history-{w}.jsonl", w)
+        self.acts: JsonlWriter | None = None
+        if cfg["scenario"] in ("election", "once"):
+            self.acts = JsonlWriter(Path(cfg["directory"]) / f"acts-{w}.jsonl")
         self.oracle = OracleClient(cfg["oracle"], timeout=10.0)
         self.stop_path = Path(cfg["stop_file"])
         self.names: list[str] = list(cfg["names"])
@@ -241,6 +268,12 @@ class Worker:
             self.oracle.write(name, fences[name], hold, self.w, phase, mode)
 
     async def cycle(self) -> None:
+        if self.scenario == "election":
+            await self.election_cycle()
+            return
+        if self.scenario == "once":
+            await self.once_cycle()
+            return
         if self.scenario in MULTI_SCENARIOS and len(self.names) >= 2:
             names = tuple(sorted(self.rng.sample(self.names, 2)))
         else:
@@ -285,6 +318,203 @@ class Worker:
         self._log("reenter", parts, mode, "ok", fence=lock.fencing_token)
         await asyncio.sleep(self._work() / 2)
         await self._release(lock, parts, mode, op="release_inner")
+
+    # ----------------------------------------------------------------- election
+
+    def _act(self, kind: str, **fields: Any) -> None:
+        assert self.acts is not None
+        self.acts.write({"kind": kind, "w": self.w, "pid": os.getpid(), **fields})
+
+    def _election(self, name: str) -> Any:
+        key = ((name,), "election")
+        election = self.locks.get(key)
+        if election is None:
+            cls = redislock.AsyncElection if self.asyncio else redislock.Election
+            election = cls(
+                self.clients[0],
+                name,
+                identity=f"w{self.w}",
+                ttl=None,
+                watchdog_lease=self.lease,
+                on_lost=self._on_lost,
+                prefix=self.cfg["prefix"],
+            )
+            self.locks[key] = election
+        return election
+
+    async def election_cycle(self) -> None:
+        """Campaign, act as leader with the term as fencing token, read leader(), resign."""
+        name = self.rng.choice(self.names)
+        election = self._election(name)
+        parts = [(self.hist.new_hold(), name)]
+        self._log("acquire", parts, "x", "invoke")
+        campaign = election.campaign(timeout=float(self.cfg["acquire_timeout"]))
+        try:
+            if self.asyncio:
+                term = await campaign.__aenter__()
+            else:
+                term = campaign.__enter__()
+        except AcquireTimeoutError:
+            self._log("acquire", parts, "x", "fail", err="busy: wait limit")
+            await asyncio.sleep(self.rng.uniform(0, 0.01))
+            return
+        except _UNKNOWN as exc:
+            self._log("acquire", parts, "x", "unknown", err=_err(exc))
+            return
+        except Exception as exc:
+            self._log("acquire", parts, "x", "fail", err=_err(exc))
+            return
+        self.current[id(election)] = (parts, "x")
+        self.hist.complete("acquire", parts[0][0], name, "x", "ok", fence=int(term))
+        fences = {name: int(term)}
+        self._write(parts, fences, "begin", "x")
+        await asyncio.sleep(self._work())
+        t0 = time.monotonic()
+        try:
+            info = await self.do(election.leader())
+        except Exception as exc:
+            self._act("leader", name=name, t=t0, t0=t0, t1=time.monotonic(), err=_err(exc))
+        else:
+            self._act(
+                "leader",
+                name=name,
+                t=t0,
+                t0=t0,
+                t1=time.monotonic(),
+                identity=None if info is None else info.identity,
+                term=None if info is None else info.term,
+                mine=int(term),
+            )
+        self._write(parts, fences, "end", "x")
+        self._log("release", parts, "x", "invoke")
+        try:
+            if self.asyncio:
+                await campaign.__aexit__(None, None, None)
+            else:
+                campaign.__exit__(None, None, None)
+        except LockLostError as exc:
+            self._log("release", parts, "x", "fail", err=_err(exc))
+            self.hist.lost(parts[0][0], name, "x", err="release: LockLostError")
+        except _UNKNOWN as exc:
+            # resign() failed: this object still leads; resign again as a user would
+            self._log("release", parts, "x", "unknown", err=_err(exc))
+            if not self.stop_path.exists():
+                await asyncio.sleep(0.05)
+                await self._release(election, parts, "x")
+                return
+        except Exception as exc:
+            self._log("release", parts, "x", "fail", err=_err(exc))
+        else:
+            self._log("release", parts, "x", "ok")
+        self.current.pop(id(election), None)
+
+    # ----------------------------------------------------------------- once
+
+    async def once_cycle(self) -> None:
+        """One caller's turn of a Once for the current period (see the module docstring)."""
+        name = self.rng.choice(self.names)
+        if self.rng.random() < 0.5:
+            period, key = 60.0, f"k{int(time.time() * 2)}"
+        else:
+            period, key = 1.0, None
+        options: dict[str, Any] = {
+            "ttl": None,
+            "watchdog_lease": self.lease,
+            "on_lost": self._on_lost,
+            "prefix": self.cfg["prefix"],
+        }
+        parts = [(self.hist.new_hold(), name)]
+        limit = float(self.cfg["acquire_timeout"])
+        if self.control == "once-mutex":
+            await self._once_mutex(name, key or f"a{int(time.time())}", parts)
+            return
+        cls = redislock.AsyncOnce if self.asyncio else redislock.Once
+        turn: Any = cls(self.clients[0], name, period=period, key=key, **options).run(timeout=limit)
+        self._log("acquire", parts, "x", "invoke")
+        try:
+            await self.do(turn.start())
+        except AcquireTimeoutError:
+            self._log("acquire", parts, "x", "fail", err="busy: wait limit")
+            return
+        except _UNKNOWN as exc:
+            self._log("acquire", parts, "x", "unknown", err=_err(exc))
+            return
+        except Exception as exc:
+            self._log("acquire", parts, "x", "fail", err=_err(exc))
+            return
+        t = time.monotonic()
+        if not turn.mine:
+            fence = turn.record.fencing_token if turn.record is not None else None
+            self._log("acquire", parts, "x", "fail", err=f"done: record of fence {fence}")
+            self._act("once", name=name, key=turn.key, t=t, outcome="skipped", fence=fence)
+            await asyncio.sleep(self.rng.uniform(0, 0.05))
+            return
+        lock = turn.lock
+        fence = int(lock.fencing_token or 0)
+        self.current[id(lock)] = (parts, "x")
+        self.hist.complete("acquire", parts[0][0], name, "x", "ok", fence=fence)
+        fences = {name: fence}
+        self._write(parts, fences, "begin", "x")
+        await asyncio.sleep(self._work())
+        self._write(parts, fences, "end", "x")
+        failed = self.rng.random() < 0.25
+        err: BaseException | None = RuntimeError("the job failed on purpose") if failed else None
+        self._log("release", parts, "x", "invoke")
+        outcome = "failed"
+        try:
+            if err is not None:
+                if self.asyncio:
+                    await turn.__aexit__(RuntimeError, err, None)
+                else:
+                    turn.__exit__(RuntimeError, err, None)
+            elif self.asyncio:
+                await turn.__aexit__(None, None, None)
+            else:
+                turn.__exit__(None, None, None)
+            if err is None:
+                record = turn.record
+                mine = record is not None and record.fencing_token == fence
+                outcome = "ok" if mine else "ok-foreign"
+        except LockLostError as exc:
+            outcome = "lost"
+            self._log("release", parts, "x", "fail", err=_err(exc))
+            self.hist.lost(parts[0][0], name, "x", err="commit: LockLostError")
+        except _UNKNOWN as exc:
+            outcome = "unknown"
+            self._log("release", parts, "x", "unknown", err=_err(exc))
+        except Exception as exc:
+            outcome = "error"
+            self._log("release", parts, "x", "fail", err=_err(exc))
+        else:
+            self._log("release", parts, "x", "ok")
+        self.current.pop(id(lock), None)
+        self._act(
+            "once",
+            name=name,
+            key=turn.key,
+            t=t,
+            t_end=time.monotonic(),
+            outcome=outcome,
+            fence=fence,
+        )
+
+    async def _once_mutex(self, name: str, key: str, parts: list[Part]) -> None:
+        """Negative control ``once-mutex``: the job under a plain Lock (what ``redislock run``
+        gives), no record looked for; every run that ends is recorded as ``ok``."""
+        lock = self._lock((name,), "x")
+        held = await self._acquire(lock, parts, "x")
+        if held is None:
+            await asyncio.sleep(self.rng.uniform(0, 0.01))
+            return
+        t = time.monotonic()
+        fence = int(held.fencing_token or 0)
+        self._write(parts, {name: fence}, "begin", "x")
+        await asyncio.sleep(self._work())
+        self._write(parts, {name: fence}, "end", "x")
+        await self._release(held, parts, "x")
+        self._act(
+            "once", name=name, key=key, t=t, t_end=time.monotonic(), outcome="ok", fence=fence
+        )
 
     async def run(self) -> None:
         while not self.stop_path.exists():

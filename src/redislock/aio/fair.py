@@ -38,8 +38,8 @@ class AsyncFairLock(AsyncLock):
     meanwhile is released to the next.
 
     Args:
-        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`AsyncLock` (seconds).
+        lock options: client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval,
+            max_lease, recheck_interval, prefix: as for :class:`AsyncLock` (seconds).
         replicas, replica_timeout: as for :class:`AsyncLock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).

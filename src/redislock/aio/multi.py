@@ -45,10 +45,10 @@ class AsyncMultiLock(AsyncLock):
             grouped by hash slot, one script per slot); ``decode_responses`` either way.
         names: iterable of lock names (1 to 1,000,000 items, each as for
             :class:`AsyncLock`); duplicates are dropped. A single ``str`` is rejected.
-        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`AsyncLock` (seconds). The lease and the
-            watchdog cover all names at once; ``on_lost(multilock)`` is called when any
-            name is lost, and then the whole set counts as lost.
+        lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+            recheck_interval, prefix: as for :class:`AsyncLock` (seconds). The lease and the
+            watchdog cover all names at once; ``on_lost(multilock)`` is called when any name is
+            lost, and then the whole set counts as lost.
 
     The methods are :class:`AsyncLock`'s, over the whole set: ``acquire`` takes every name
     or none, ``release`` releases every name still held, ``extend`` and ``remaining`` give

@@ -36,8 +36,9 @@ class AsyncMultiRedlock(AsyncRedlock):
         masters: 3 or more ``redis.asyncio.Redis`` (or ``valkey.asyncio.Valkey``) clients,
             one per independent master.
         names: iterable of lock names (as for :class:`AsyncMultiLock`); duplicates dropped.
-        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease, node_timeout,
-        drift_factor, retry_delay, fencing, prefix: as for :class:`AsyncRedlock` (seconds).
+        lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+            node_timeout, drift_factor, retry_delay, fencing, prefix: as for :class:`AsyncRedlock`
+            (seconds).
 
     Raises:
         LockConfigError: bad arguments (before any I/O); on the first acquire, two masters

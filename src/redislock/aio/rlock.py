@@ -200,8 +200,8 @@ class AsyncRLock(_Reentrant):
                 ...
 
     Args:
-        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
+        lock options: client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval,
+            max_lease, recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
@@ -265,10 +265,10 @@ class AsyncReadWriteLock:
             ...
 
     Args:
-        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
-        to both sides. ``on_lost`` receives the :class:`AsyncReadLock` or
-        :class:`AsyncWriteLock`.
+        lock options: client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval,
+            max_lease, recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they
+            apply to both sides. ``on_lost`` receives the :class:`AsyncReadLock` or
+            :class:`AsyncWriteLock`.
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).

@@ -71,10 +71,10 @@ class Election(Lease):
             is the Lock of that name).
         identity: what this contender advertises as leader: a non-empty str of at most 256
             UTF-8 bytes without ``|`` or control characters; default ``<host>:<pid>``.
-        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix, replicas, replica_timeout: as for
-            :class:`~redislock.Lock` (seconds); ``on_lost`` receives this election and
-            ``timeout`` is :meth:`campaign`'s default wait limit.
+        lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+            recheck_interval, prefix, replicas, replica_timeout: as for :class:`~redislock.Lock`
+            (seconds); ``on_lost`` receives this election and ``timeout`` is :meth:`campaign`'s
+            default wait limit.
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).

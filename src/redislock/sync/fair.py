@@ -37,8 +37,8 @@ class FairLock(Lock):
     a holder had died.
 
     Args:
-        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`Lock` (seconds).
+        lock options: client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval,
+            max_lease, recheck_interval, prefix: as for :class:`Lock` (seconds).
         replicas, replica_timeout: as for :class:`Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).

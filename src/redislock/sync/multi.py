@@ -44,10 +44,10 @@ class MultiLock(Lock):
             grouped by hash slot, one script per slot); ``decode_responses`` either way.
         names: iterable of lock names (1 to 1,000,000 items, each as for
             :class:`Lock`); duplicates are dropped. A single ``str`` is rejected.
-        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`Lock` (seconds). The lease and the
-            watchdog cover all names at once; ``on_lost(multilock)`` is called when any
-            name is lost, and then the whole set counts as lost.
+        lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+            recheck_interval, prefix: as for :class:`Lock` (seconds). The lease and the
+            watchdog cover all names at once; ``on_lost(multilock)`` is called when any name is
+            lost, and then the whole set counts as lost.
 
     The methods are :class:`Lock`'s, over the whole set: ``acquire`` takes every name
     or none, ``release`` releases every name still held, ``extend`` and ``remaining`` give

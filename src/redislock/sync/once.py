@@ -62,10 +62,10 @@ class Once:
         period: the period's length in seconds (> 0, default 86400: one day).
         key: an explicit period key: a non-empty str of at most 256 UTF-8 bytes, no
             braces or control characters; None (default): the aligned period's start.
-        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix, replicas, replica_timeout: the options of the
-            :class:`Lock` held while a caller decides and runs the job (seconds, as
-            for :class:`Lock`); ``timeout`` bounds the wait for it.
+        lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+            recheck_interval, prefix, replicas, replica_timeout: the options of the
+            :class:`Lock` held while a caller decides and runs the job (seconds, as for
+            :class:`Lock`); ``timeout`` bounds the wait for it.
 
     Raises:
         LockConfigError: any invalid argument (before any I/O).

@@ -199,8 +199,8 @@ class RLock(_Reentrant):
                 ...
 
     Args:
-        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
+        lock options: client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval,
+            max_lease, recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds).
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).
@@ -264,10 +264,10 @@ class ReadWriteLock:
             ...
 
     Args:
-        client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they apply
-        to both sides. ``on_lost`` receives the :class:`ReadLock` or
-        :class:`WriteLock`.
+        lock options: client, name, ttl, on_lost, timeout, watchdog_lease, renew_interval,
+            max_lease, recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they
+            apply to both sides. ``on_lost`` receives the :class:`ReadLock` or
+            :class:`WriteLock`.
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
             seconds (default 1.0).

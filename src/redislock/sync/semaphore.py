@@ -72,8 +72,8 @@ class Semaphore(Handle):
             ``valkey.Valkey`` or ``valkey.cluster.ValkeyCluster``.
         name: the semaphore name (rules as for :class:`~redislock.Lock`).
         permits: the permit count, 1 to 1,000,000.
-        ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
-        recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds), per permit;
+        lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
+            recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds), per permit;
             ``on_lost`` receives the :class:`Permit`.
         replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
             acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in

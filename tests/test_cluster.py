@@ -20,7 +20,7 @@ What it shows:
   extend, renewals and release work on the new master (MOVED followed, NOSCRIPT reloaded).
   A forced failover to a replica whose link was cut loses the lock: the holder is told
   (``on_lost``, ``LockLostError``) at its next renewal, and the fencing counter goes back
-  with the data, as the README's safety model says.
+  with the data, as the safety model (docs/safety.md) says.
 * A slot migration of a held lock: at each stage (``MIGRATING``, part of the keys moved,
   all moved, ``SETSLOT NODE``) every call returns a right answer or raises a redis-py
   error (TRYAGAIN exhausted: ``ClusterError``) within a bound, never a wrong one (a rival
@@ -721,7 +721,7 @@ def test_forced_failover_to_a_replica_without_the_lock_is_reported_as_a_loss(
     library cannot prevent the second grant (asynchronous replication; ``replicas=k`` is
     the remedy), but it does not stay silent: the holder's watchdog reports the loss
     (``on_lost``) at its next renewal, and its extend and release raise
-    ``LockLostError``. The fencing counter went back with the data (the README's safety
+    ``LockLostError``. The fencing counter went back with the data (docs/safety.md's safety
     model), so the next holder gets the same token again."""
     master = cluster.calm_master()
     name = name_on(cluster, master, "unsynced")

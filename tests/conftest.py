@@ -156,3 +156,31 @@ def flavor(
     """The same scenario against ``Lock`` (sync) and ``AsyncLock`` (through a loop thread)."""
     with make_flavor(request.param, redis_server, decode, loop_thread) as fl:
         yield fl
+
+
+@pytest.fixture
+def admin_r(redis_server: RedisProcess) -> Iterator[redis.Redis]:
+    """A decoded client on the flushed main server, to look at or delete keys behind a
+    lock's back (redis-py's default settings otherwise)."""
+    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def sr(redis_server: RedisProcess, admin_r: redis.Redis) -> Iterator[redis.Redis]:
+    """A sync client with redis-py's default settings, on the flushed main server."""
+    client = redis.Redis(**redis_server.client_kwargs())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def cl(
+    redis_server: RedisProcess, admin_r: redis.Redis
+) -> AsyncIterator[redis.asyncio.Redis]:
+    """An asyncio client with redis-py's default settings, on the flushed main server."""
+    client = redis.asyncio.Redis(**redis_server.client_kwargs())
+    yield client
+    await client.aclose()

@@ -89,12 +89,12 @@ GRACEFUL = (  # on SIGTERM/SIGINT writes the signal number to a marker and exits
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(autouse=True)
-def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+def private_cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Environment for CLI subprocesses: our source first, no REDIS_URL, a private runtime dir.
 
     The same settings apply to in-process ``main()`` calls. The embedded server of the
-    private runtime dir (if a test started one) is stopped at teardown.
+    private runtime dir (if a test started one) is stopped at teardown. The body of every
+    CLI test module's autouse ``cli_env`` fixture.
     """
     runtime = tempfile.mkdtemp(prefix="rl-")
     os.chmod(runtime, 0o700)
@@ -112,6 +112,11 @@ def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     finally:
         stop_embedded()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    yield from private_cli_env(monkeypatch)
 
 
 @pytest.fixture

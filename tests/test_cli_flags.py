@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +19,8 @@ import redis
 
 from redislock import Lock
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE
-from redislock.server import RedisProcess, stop_embedded
-from tests.test_cli import SRC, cli, finish, lock_key, py, start, wait_for
+from redislock.server import RedisProcess
+from tests.test_cli import cli, finish, lock_key, private_cli_env, py, start, wait_for
 
 # Writes its argv (after the file name) and $REDISLOCK_FENCING_TOKEN to argv[1] as JSON.
 ARGV = (
@@ -42,20 +40,7 @@ SLEEPER = (  # writes its pid, then sleeps until a signal ends it
 
 @pytest.fixture(autouse=True)
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """Environment for CLI subprocesses: our source first, no REDIS_URL, no config file, a
-    private runtime dir; its embedded server (if one was started) is stopped at the end."""
-    runtime = tempfile.mkdtemp(prefix="rl-")
-    os.chmod(runtime, 0o700)
-    monkeypatch.delenv("REDIS_URL", raising=False)
-    monkeypatch.setenv("REDISLOCK_RUNTIME_DIR", runtime)
-    monkeypatch.setenv("XDG_CONFIG_HOME", os.path.join(runtime, "config"))
-    old = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", str(SRC) + (os.pathsep + old if old else ""))
-    try:
-        yield dict(os.environ)
-    finally:
-        stop_embedded()
-        shutil.rmtree(runtime, ignore_errors=True)
+    yield from private_cli_env(monkeypatch)
 
 
 @pytest.fixture

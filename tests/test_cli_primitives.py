@@ -13,11 +13,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,15 +30,15 @@ from redislock._core.keys import fence_key
 from redislock._core.lock import token_tag
 from redislock._core.ops import as_str
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
-from redislock.server import RedisProcess, stop_embedded
+from redislock.server import RedisProcess
 from tests.test_cli import (
     CRITICAL_SECTION,
-    SRC,
     cli,
     finish,
     in_process,
     lock_key,
     pid_gone,
+    private_cli_env,
     py,
     start,
     wait_for,
@@ -100,19 +98,7 @@ KIND_FLAGS: dict[str, list[str]] = {
 
 @pytest.fixture(autouse=True)
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """Environment for CLI subprocesses: our source first, no REDIS_URL, a private runtime
-    dir (the same settings apply in-process); its embedded server is stopped at the end."""
-    runtime = tempfile.mkdtemp(prefix="rl-")
-    os.chmod(runtime, 0o700)
-    monkeypatch.delenv("REDIS_URL", raising=False)
-    monkeypatch.setenv("REDISLOCK_RUNTIME_DIR", runtime)
-    old = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", str(SRC) + (os.pathsep + old if old else ""))
-    try:
-        yield dict(os.environ)
-    finally:
-        stop_embedded()
-        shutil.rmtree(runtime, ignore_errors=True)
+    yield from private_cli_env(monkeypatch)
 
 
 @pytest.fixture

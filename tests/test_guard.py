@@ -12,7 +12,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,33 +35,6 @@ from redislock.errors import LockConfigError, LockLostError, LockUsageError, Not
 from redislock.server import RedisProcess
 
 Spawn = Callable[..., RedisProcess]
-
-
-@pytest.fixture
-def admin_r(redis_server: RedisProcess) -> Iterator[redis.Redis]:
-    """A decoded client on the flushed main server, to delete keys behind a lock's back."""
-    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True)
-    client.flushall()
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def sr(redis_server: RedisProcess, admin_r: redis.Redis) -> Iterator[redis.Redis]:
-    """A sync client with redis-py's default settings."""
-    client = redis.Redis(**redis_server.client_kwargs())
-    yield client
-    client.close()
-
-
-@pytest.fixture
-async def cl(
-    redis_server: RedisProcess, admin_r: redis.Redis
-) -> AsyncIterator[redis.asyncio.Redis]:
-    """An asyncio client with redis-py's default settings."""
-    client = redis.asyncio.Redis(**redis_server.client_kwargs())
-    yield client
-    await client.aclose()
 
 
 def _body_ends(elapsed: float, low: float, high: float) -> None:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -48,33 +47,6 @@ SLACK = 0.25
 the acquire's send time (before the lease started)."""
 LATE = 3.0
 """Seconds the first successful acquire may come after the delay ended (a loaded machine)."""
-
-
-@pytest.fixture
-def admin_r(redis_server: RedisProcess) -> Iterator[redis.Redis]:
-    """A decoded client on the flushed main server, to look at the keys."""
-    client = redis.Redis(**redis_server.client_kwargs(), decode_responses=True)
-    client.flushall()
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def sr(redis_server: RedisProcess, admin_r: redis.Redis) -> Iterator[redis.Redis]:
-    """A sync client with redis-py's default settings."""
-    client = redis.Redis(**redis_server.client_kwargs())
-    yield client
-    client.close()
-
-
-@pytest.fixture
-async def cl(
-    redis_server: RedisProcess, admin_r: redis.Redis
-) -> AsyncIterator[redis.asyncio.Redis]:
-    """An asyncio client with redis-py's default settings."""
-    client = redis.asyncio.Redis(**redis_server.client_kwargs())
-    yield client
-    await client.aclose()
 
 
 def assert_every_key_expires(client: Any) -> None:

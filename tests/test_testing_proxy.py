@@ -241,12 +241,18 @@ def test_last_upstream_advances_only_when_bytes_go_up(
 
 def test_many_proxies_share_one_loop(redis_server: RedisProcess) -> None:
     assert redis_server.socket_path is not None
-    before = threading.active_count()
+    # Threads compared as sets: a thread of an earlier test that ends meanwhile changes a
+    # count, not what this test started.
+    before = set(threading.enumerate())
+
+    def started() -> set[threading.Thread]:
+        return set(threading.enumerate()) - before
+
     with ProxyLoop() as loop:
         assert loop.running
-        assert threading.active_count() == before + 1
+        assert len(started()) == 1  # the loop's thread
         proxies = [FaultProxy(redis_server.socket_path, loop=loop).start() for _ in range(4)]
-        assert threading.active_count() == before + 1
+        assert len(started()) == 1  # proxies on a shared loop start no thread of their own
         assert len({p.port for p in proxies}) == 4
         clients = [connect(p) for p in proxies]
         assert all(c.ping() for c in clients)
@@ -265,7 +271,7 @@ def test_many_proxies_share_one_loop(redis_server: RedisProcess) -> None:
     assert not running(loop)
     assert not any(running(p) for p in proxies)  # the loop stopped the proxies still running
     proxies[0].stop()  # a no-op now
-    assert wait_until(lambda: threading.active_count() == before)
+    assert wait_until(lambda: not started())
 
 
 def test_stop_is_clean_and_idempotent(
@@ -273,7 +279,7 @@ def test_stop_is_clean_and_idempotent(
 ) -> None:
     assert redis_server.socket_path is not None
     caplog.set_level(logging.DEBUG, logger="asyncio")
-    before = threading.active_count()
+    before = set(threading.enumerate())  # a set: an earlier test's thread may end meanwhile
     fp = FaultProxy(redis_server.socket_path)
     with pytest.raises(RuntimeError):
         _ = fp.port
@@ -295,7 +301,7 @@ def test_stop_is_clean_and_idempotent(
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert not fp.running
     assert fp.active == 0
-    assert wait_until(lambda: threading.active_count() == before)
+    assert wait_until(lambda: not set(threading.enumerate()) - before)
     with pytest.raises(redis.ConnectionError):
         connect(fp).ping()  # nobody listens
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -596,8 +596,11 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         permits=cfg.permits if cfg.scenario == "semaphore" else None,
         persistent=cfg.persistence == "always" or cfg.url is not None,
         # a killed Lock or FairLock waiter is skipped one waiter lease after it stopped
-        # renewing; until then a release may hand it the lock (fair.lua, both kinds)
-        handoff=DEFAULT_WAITER_LEASE if cfg.scenario in ("lock", "fairlock") else 0.0,
+        # renewing; until then a release may hand it the lock (fair.lua, both kinds; an
+        # Election's contenders and a Once's callers wait in the same queue)
+        handoff=DEFAULT_WAITER_LEASE
+        if cfg.scenario in ("lock", "fairlock", "election", "once")
+        else 0.0,
     )
     if cfg.scenario in ("election", "once"):
         acts = read_histories(directory, "acts-*.jsonl")

@@ -253,6 +253,7 @@ def test_ttl_messages_name_the_flag(cli_env: dict[str, str], url: str, admin: re
     assert "--ttl 5000 is 83 minutes; did you mean milliseconds? seconds are expected" in (
         long.stderr
     )
+    assert long.stderr.count("milliseconds") == 1  # not the library's warning as well
     quiet = cli(cli_env, url, "run", "job", "--ttl", "5000", "-q", "true")
     assert (quiet.returncode, quiet.stderr) == (0, "")
     hour = cli(cli_env, url, "run", "job", "--ttl", "3600", "true")

@@ -41,6 +41,7 @@ from redislock.errors import LockConfigError as LockConfigError
 from redislock.errors import LockLostError as LockLostError
 from redislock.errors import LockUpgradeError as LockUpgradeError
 from redislock.errors import LockUsageError as LockUsageError
+from redislock.errors import LongLeaseWarning as LongLeaseWarning
 from redislock.errors import NoPermissionError as NoPermissionError
 from redislock.errors import NotOwnedError as NotOwnedError
 from redislock.errors import QueueFullError as QueueFullError
@@ -102,6 +103,7 @@ __all__ = [
     "LockStatistics",
     "LockUpgradeError",
     "LockUsageError",
+    "LongLeaseWarning",
     "MultiLock",
     "MultiRedlock",
     "NoPermissionError",

@@ -19,6 +19,8 @@
     └── ServerError                         a redis-server process (redislock.server) failed
         └── ServerNotFoundError             no redis-server binary was found
 
+    LongLeaseWarning (UserWarning)          a lease or TTL over an hour: milliseconds meant?
+
 Errors from redis-py (``redis.exceptions.RedisError``: connection refused, timeouts,
 ``READONLY``, ``OOM``) pass through unwrapped; an ACL refusal becomes
 :class:`NoPermissionError` and a ``WRONGTYPE`` on a lock key :class:`KindConflictError`,
@@ -44,6 +46,7 @@ __all__ = [
     "LockLostError",
     "LockUpgradeError",
     "LockUsageError",
+    "LongLeaseWarning",
     "NoPermissionError",
     "NotOwnedError",
     "QueueFullError",
@@ -280,4 +283,14 @@ class ServerNotFoundError(ServerError):
     """No usable ``redis-server`` binary was found.
 
     The message says what to install, or how to use an existing server instead.
+    """
+
+
+class LongLeaseWarning(UserWarning):
+    """A lease or TTL over one hour was given (``ttl=``, ``watchdog_lease=``, ``extend()``).
+
+    redislock takes every duration in seconds; ``ttl=5000`` is an 83-minute lease, which is
+    usually a milliseconds habit (redis-py's ``PX``, Redisson's ``leaseTime``). The value is
+    used as given. A program that means hours silences it with
+    ``warnings.filterwarnings("ignore", category=redislock.LongLeaseWarning)``.
     """

@@ -242,18 +242,27 @@ class MultiOptions:
         shared between constructors with equal hashable keywords and no ``on_lost``: they
         are frozen.
 
+        Warns:
+            LongLeaseWarning: the lease is over an hour (each time: the cache is not asked).
+
         Raises:
             LockConfigError: a value is out of range or of the wrong type.
         """
+        options: MultiOptions | None = None
         if given.get("on_lost") is None:
             try:
-                return _cached(
+                options = _cached(
                     cast(Any, cls), tuple(given.items()), tuple(map(type, given.values()))
                 )
             except TypeError as exc:  # an unhashable value: build uncached (and reject it)
                 if "unhashable" not in str(exc):
                     raise
-        return cls(**given)
+        if options is None:
+            options = cls(**given)
+        validate.warn_long_lease(
+            "ttl" if options.ttl is not None else "watchdog_lease", options.lease
+        )
+        return options
 
 
 @functools.lru_cache(maxsize=256)

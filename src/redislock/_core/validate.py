@@ -10,12 +10,16 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 import unicodedata
+import warnings
+from types import FrameType
 from typing import Any
 
-from redislock.errors import LockConfigError
+from redislock.errors import LockConfigError, LongLeaseWarning
 
 __all__ = [
+    "LONG_LEASE",
     "MAX_DURATION",
     "MAX_NAME_BYTES",
     "MAX_REPLICAS",
@@ -28,6 +32,7 @@ __all__ = [
     "check_timeout",
     "check_token",
     "to_ms",
+    "warn_long_lease",
 ]
 
 MAX_NAME_BYTES = 1024
@@ -35,6 +40,9 @@ MAX_NAME_BYTES = 1024
 
 MAX_DURATION = 366 * 24 * 3600.0
 """Longest TTL or lease accepted, in seconds (about a year); longer is surely a unit mix-up."""
+
+LONG_LEASE = 3600.0
+"""A lease or TTL longer than this many seconds (one hour) gets a :class:`LongLeaseWarning`."""
 
 _MIN_DURATION = 0.001  # seconds: Redis PX has millisecond resolution
 
@@ -70,6 +78,35 @@ def check_duration(what: str, value: Any) -> float:
             "is it in milliseconds by mistake?"
         )
     return seconds
+
+
+def warn_long_lease(what: str, seconds: float) -> None:
+    """Warn (:class:`~redislock.errors.LongLeaseWarning`) when a lease of ``seconds`` is over
+    :data:`LONG_LEASE`: ``ttl=5000`` is more often milliseconds meant than 83 minutes. The
+    warning points at the first caller outside redislock."""
+    if seconds <= LONG_LEASE:
+        return
+    warnings.warn(
+        f"{what}={seconds:.15g} is a lease of {seconds / 3600:.1f} hours: redislock takes "
+        f"seconds, so if milliseconds were meant, pass {seconds / 1000:.15g}. To mean it and "
+        "silence this: warnings.filterwarnings('ignore', category=redislock.LongLeaseWarning)",
+        LongLeaseWarning,
+        stacklevel=_outside_stacklevel(),
+    )
+
+
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in our caller) of the first frame whose
+    module is not redislock's (dataclass-made ``__init__`` frames count as their class's)."""
+    frame: FrameType | None = sys._getframe(1)  # our caller: its warn()'s stacklevel 1
+    level = 1
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module != "redislock" and not module.startswith("redislock."):
+            return level
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def check_delay(what: str, value: Any) -> float:

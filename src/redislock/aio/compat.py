@@ -193,6 +193,7 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
             seconds = validate.check_duration("additional_time", additional_time)
         except LockConfigError as exc:
             raise CompatArgumentError(str(exc)) from None
+        validate.warn_long_lease("additional_time", seconds)
         self._timed("extend")
         await self._extend(seconds, "set" if replace_ttl else "add", "extend")
         return True

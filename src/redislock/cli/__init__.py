@@ -42,6 +42,7 @@ import signal
 import sys
 import textwrap
 import urllib.parse
+import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn
 
@@ -53,7 +54,7 @@ from redislock._core.hold import MAX_PERMITS
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._version import __version__
 from redislock.cli.render import KIND_LABELS as KIND_LABELS
-from redislock.errors import LockConfigError, RedisLockError
+from redislock.errors import LockConfigError, LongLeaseWarning, RedisLockError
 
 __all__ = [
     "EXIT_BUSY",
@@ -154,7 +155,7 @@ exit status:
   128+N   CMD was killed by signal N (130: Ctrl-C)
 """
 
-LONG_LEASE = 3600.0
+LONG_LEASE = validate.LONG_LEASE
 """A ``--ttl`` above this many seconds gets a warning on stderr (milliseconds meant?)."""
 
 _WITH_CMD = ("run", "once", "elect")
@@ -544,7 +545,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"redislock: {redact(message, url)}", file=sys.stderr)
 
     try:
-        status = _dispatch(args, parser)
+        with warnings.catch_warnings():  # --ttl's own warning names the flag: not twice
+            warnings.simplefilter("ignore", LongLeaseWarning)
+            status = _dispatch(args, parser)
     except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: no traceback
         status = 128 + signal.SIGINT
     except CliError as exc:

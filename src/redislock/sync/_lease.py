@@ -54,6 +54,9 @@ class Lease(Holder):
         Returns:
             The new TTL in seconds.
 
+        Warns:
+            LongLeaseWarning: ``seconds`` is over an hour (milliseconds meant?).
+
         Raises:
             LockConfigError: bad ``seconds`` (before any I/O).
             NotOwnedError: nothing is held.
@@ -63,6 +66,7 @@ class Lease(Holder):
             redis.exceptions.RedisError: Redis failed.
         """
         amount = validate.check_duration("seconds", seconds)
+        validate.warn_long_lease("seconds", amount)
         core = self._mine()
         h = core.require_holding()
         mode = "set" if replace else "add"

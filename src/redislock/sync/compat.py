@@ -194,6 +194,7 @@ class RedisPyLock(_flavour.RedisPyLockBase):
             seconds = validate.check_duration("additional_time", additional_time)
         except LockConfigError as exc:
             raise CompatArgumentError(str(exc)) from None
+        validate.warn_long_lease("additional_time", seconds)
         self._timed("extend")
         self._extend(seconds, "set" if replace_ttl else "add", "extend")
         return True

@@ -140,6 +140,49 @@ def test_run_uses_the_file_url_prefix_and_ttl(
     assert admin.exists(lock_key("job")) == 0  # the default prefix was not used
 
 
+def test_file_defaults_show_in_help_and_wait_forever_overrides_a_file_wait(
+    cli_env: dict[str, str], redis_server: RedisProcess
+) -> None:
+    """`--help` names a default a file changed (value and file); `-w forever` (or `inf`)
+    lifts a file's `wait` for one run; `wait = inf` in a file means no limit too."""
+    env = dict(cli_env)
+    user = user_file(env)
+    user.write_text(f'url = "{redis_server.url}"\n[defaults]\nttl = 120\nwait = 0.4\n')
+
+    def help_of(command: str) -> str:  # argparse wraps lines, at spaces and hyphens
+        return "".join(cli(env, None, command, "--help").stdout.split())
+
+    def flat(text: str) -> str:
+        return "".join(text.split())
+
+    text = help_of("run")
+    assert flat(f"runs (default 30); here 120 s (user file {user})") in text
+    assert flat(f"no limit, the default); here 0.4 s (user file {user})") in text
+    assert flat("(= --wait 0)") in text
+    assert flat("(= --wait 0); here") not in text  # -n's help is unchanged
+
+    holder = start(env, None, "run", "job", "--", *py("import time; time.sleep(2.5)"))
+    try:
+        wait_for(lambda: redis.Redis.from_url(redis_server.url).exists(lock_key("job")) == 1)
+        busy = cli(env, None, "run", "job", "true")  # the file's wait: 0.4 s
+        assert busy.returncode == EXIT_BUSY, busy.stderr
+        assert "waited 0.4 s" in busy.stderr
+        began = time.monotonic()
+        forever = cli(env, None, "run", "job", "-w", "forever", "echo", "ran")
+        assert (forever.returncode, forever.stdout) == (0, "ran\n"), forever.stderr
+        assert time.monotonic() - began > 0.5  # it waited for the holder, past the file's 0.4
+    finally:
+        assert finish(holder)[0] == 0
+
+    user.write_text(f'url = "{redis_server.url}"\n[defaults]\nwait = inf\n')
+    assert config_json(env)["wait"] == {"value": "forever", "source": f"user file {user}"}
+    assert flat(f"here forever (user file {user})") in help_of("once")
+    assert cli(env, None, "run", "job", "-w", "INF", "true").returncode == 0
+    bad = cli(env, None, "run", "job", "-w", "never", "true")
+    assert bad.returncode == EXIT_USAGE
+    assert "not a number of seconds: 'never'" in bad.stderr
+
+
 # --------------------------------------------------------------------------- bad files
 
 
@@ -153,6 +196,8 @@ def test_run_uses_the_file_url_prefix_and_ttl(
         ("colour = 1\n", "key 'colour': unknown key"),
         ("[defaults]\nttl = 0\n", "key 'defaults.ttl'"),
         ("[defaults]\nwait = -1\n", "key 'defaults.wait'"),
+        ("[defaults]\nwait = -inf\n", "key 'defaults.wait'"),
+        ("[defaults]\nttl = inf\n", "key 'defaults.ttl'"),
         ('[defaults]\ngrace = "10s"\n', "key 'defaults.grace'"),
         ("[defaults]\nlease = 3\n", "key 'defaults.lease': unknown key"),
         ("defaults = 3\n", "key 'defaults'"),

@@ -118,6 +118,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+_FOREVER = ("forever", "inf", "infinity")
+
+
+def _wait_seconds(text: str) -> float:
+    """``-w``'s value: seconds, or ``forever`` (``inf``): no limit, e.g. over a config file's
+    ``wait``."""
+    if text.strip().lower() in _FOREVER:
+        return math.inf
+    return _seconds(text)
+
+
 def _permits(text: str) -> int:
     try:
         value = int(text)
@@ -199,7 +210,13 @@ def _common(sub: bool) -> _Parser:
 def _hold_options(p: argparse.ArgumentParser, *, lease: str, nowait_alias: bool) -> None:
     """What run, once and elect share: waiting, the busy status, -c, the lease, grace."""
     wait = p.add_mutually_exclusive_group()
-    wait.add_argument("-w", "--wait", type=_seconds, metavar="S", help="wait at most S seconds")
+    wait.add_argument(
+        "-w",
+        "--wait",
+        type=_wait_seconds,
+        metavar="S",
+        help="wait at most S seconds ('forever': no limit, the default)",
+    )
     names = ["-n", "--nonblock", "--no-wait"] if nowait_alias else ["-n", "--nonblock"]
     wait.add_argument(
         *names,
@@ -532,7 +549,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stdout)
         return EXIT_USAGE
     words, cmd = _split_command(parser, words)
-    where.defer_defaults(parser)
+    try:  # the files' defaults shown in --help; a bad file is reported after parsing
+        files: list[where.ConfigFile] | None = where.load_files()
+    except CliError:
+        files = None
+    where.defer_defaults(parser, files)
     args = parser.parse_args(words)
     args.cmd = cmd
     try:  # only to know which password to hide in messages

@@ -131,12 +131,15 @@ def _bad(path: Path, key: str, why: str) -> Exception:
     return _cli_error(f"config file {path}: key {key!r}: {why}", EXIT_CONFIG)
 
 
-def _seconds(path: Path, key: str, value: Any, *, positive: bool) -> float:
+def _seconds(path: Path, key: str, value: Any, *, positive: bool, forever: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _bad(path, key, f"must be a number of seconds, got {type(value).__name__}")
     number = float(value)
+    if forever and number == math.inf:
+        return number
     if not math.isfinite(number) or number < 0 or (positive and number == 0):
-        raise _bad(path, key, f"must be a finite number of seconds {'>' if positive else '>='} 0")
+        bound = f"{'>' if positive else '>='} 0{' (or inf: no limit)' if forever else ''}"
+        raise _bad(path, key, f"must be a finite number of seconds {bound}")
     return number
 
 
@@ -176,7 +179,9 @@ def _check(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                 if name not in BUILTIN_DEFAULTS:
                     known = ", ".join(BUILTIN_DEFAULTS)
                     raise _bad(path, dotted, f"unknown key (known: {known})")
-                values[name] = _seconds(path, dotted, seconds, positive=name == "ttl")
+                values[name] = _seconds(
+                    path, dotted, seconds, positive=name == "ttl", forever=name == "wait"
+                )
     return values
 
 
@@ -339,23 +344,40 @@ def connect(url: str | None = None, *, require_url: bool = False, quiet: bool = 
     return client
 
 
-def defer_defaults(parser: argparse.ArgumentParser) -> None:
+def defer_defaults(parser: argparse.ArgumentParser, files: list[ConfigFile] | None = None) -> None:
     """Make ``--ttl``, ``--wait`` and ``--grace`` of every subcommand default to ``None`` so
-    that :func:`fill_defaults` can tell a flag from a configured or built-in default."""
+    that :func:`fill_defaults` can tell a flag from a configured or built-in default; when a
+    configuration file in ``files`` sets one, its help says so (value and file)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 for inner in sub._actions:
                     if inner.dest in BUILTIN_DEFAULTS:
                         inner.default = None
+                        if files and inner.help and inner.nargs != 0:  # not -n's store_const
+                            inner.help += _configured(files, inner.dest)
+
+
+def _configured(files: list[ConfigFile], name: str) -> str:
+    """``"; here 120 s (user file PATH)"``: a help suffix for a file-set default, or ``""``."""
+    setting = _from_files(files, name, None)
+    if setting.value is None:
+        return ""
+    value = float(setting.value)
+    shown = "forever" if math.isinf(value) else f"{value:g} s"
+    return f"; here {shown} ({setting.source})".replace("%", "%%")  # help is %-formatted
 
 
 def fill_defaults(args: argparse.Namespace, settings: Settings) -> None:
     """Set ``args.ttl``, ``args.wait`` and ``args.grace`` (where the subcommand has them and
-    no flag gave them) from the configuration files, else the built-in defaults."""
+    no flag gave them) from the configuration files, else the built-in defaults; a ``wait``
+    of ``inf`` (``-w forever``, or ``wait = inf`` in a file) becomes ``None``: no limit."""
     for name, setting in settings.defaults.items():
         if hasattr(args, name) and getattr(args, name) is None:
             setattr(args, name, setting.value)
+    wait = getattr(args, "wait", None)
+    if wait is not None and math.isinf(wait):
+        args.wait = None
 
 
 def _show(setting: Setting, value: str) -> dict[str, Any]:
@@ -391,7 +413,8 @@ def config_command(settings: Settings, *, as_json_output: bool) -> int:
         "require_url": _show(settings.require_url, str(settings.require_url.value).lower()),
     }
     for name, setting in settings.defaults.items():
-        value = "forever" if setting.value is None else f"{setting.value:g}"
+        forever = setting.value is None or math.isinf(setting.value)
+        value = "forever" if forever else f"{setting.value:g}"
         report[name] = _show(setting, value)
     files = [{"role": f.role, "path": str(f.path), "found": f.found} for f in settings.files]
     if as_json_output:

@@ -279,3 +279,27 @@ def test_a_semaphore_is_not_a_holder_its_permits_are(cls: type) -> None:
     assert not [name for name in holder if hasattr(cls, name)]
     permit = redislock.Permit if cls is redislock.Semaphore else redislock.AsyncPermit
     assert all(hasattr(permit, name) for name in holder)
+
+
+@pytest.mark.parametrize(
+    ("cls", "args", "names"),
+    [
+        (redislock.Lock, (None, "job", 5), "client, name"),
+        (redislock.AsyncLock, (None, "job", 5), "client, name"),
+        (redislock.FairLock, (None, "job", 5, 1), "client, name"),
+        (redislock.Semaphore, (None, "job", 3, 5), "client, name, permits"),
+        (redislock.AsyncRedlock, ([None], "job", 5), "masters, name"),
+        (redislock.Election, (None, "job", "me"), "client, name"),
+    ],
+)
+def test_positional_options_are_refused_naming_what_is_positional(
+    cls: type, args: tuple[object, ...], names: str
+) -> None:
+    """Not Python's "__init__() takes 3 positional arguments" (which counts ``self``)."""
+    n = len(names.split(", "))
+    with pytest.raises(TypeError) as caught:
+        cls(*args)
+    assert str(caught.value) == (
+        f"{cls.__name__}() takes {n} positional arguments ({names}) but {len(args)} were "
+        f"given; options such as ttl are keywords: {cls.__name__}({names}, ttl=30)"
+    )

@@ -163,6 +163,7 @@ for _obj in (
     LockStatistics,
     LockUpgradeError,
     LockUsageError,
+    LongLeaseWarning,
     MultiLock,
     MultiRedlock,
     NoPermissionError,

@@ -94,6 +94,8 @@ def ensure_installed() -> None:
     if stamp.exists() and stamp.read_text() == want:
         return
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # a current pip: Python 3.11's bundled 23.2 does not show PEP 639's License-Expression
+    sh(PY, "-m", "pip", "install", "-q", "--upgrade", "pip", env=env)
     sh(PY, "-m", "pip", "install", "-q", "-e", f"{ROOT}[{EXTRAS}]", env=env)
     stamp.write_text(want)
 
@@ -408,7 +410,19 @@ def release_check(env: dict[str, str]) -> int:
         clean["PATH"] = f"{vbin}{os.pathsep}{clean.get('PATH', '')}"
         clean["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         clean["REDISLOCK_RUNTIME_DIR"] = str(work / "run")  # a private embedded server
+        # a current pip, as a user would have: pip < 25 does not print PEP 639's license
+        sh(vpy, "-m", "pip", "install", "-q", "--upgrade", "pip", env=clean, cwd=work)
         sh(vpy, "-m", "pip", "install", "-q", f"{wheels[0]}[embedded]", env=clean, cwd=work)
+        shown = subprocess.run(
+            [vpy, "-m", "pip", "show", "redislock"],
+            env=clean,
+            cwd=work,
+            capture_output=True,
+            text=True,
+        ).stdout
+        if "License-Expression: MIT" not in shown.splitlines():
+            say(f"release check: `pip show redislock` does not name the license:\n{shown}")
+            return 1
         where = subprocess.run(
             [vpy, "-c", "import redislock; print(redislock.__file__)"],
             env=clean,

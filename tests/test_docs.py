@@ -221,3 +221,27 @@ def test_every_cli_line_of_the_docs_parses(page: Path) -> None:
 def test_the_docs_show_enough_cli_lines_to_check() -> None:
     total = sum(len(doc_cli_lines(page.read_text())) for page in _PAGES)
     assert total >= 60, total
+
+
+_MERMAID = re.compile(r"^```mermaid\n(.*?)^```", re.M | re.S)
+
+
+def test_concepts_draws_each_concept_as_a_sequence_diagram() -> None:
+    text = (ROOT / "docs" / "concepts.md").read_text()
+    sections = dict(re.findall(r"^## ([^\n]+)\n(.*?)(?=^## |\Z)", text, re.M | re.S))
+    concepts = ("Lease", "Renewal", "Loss", "Fencing", "Hand-off", "quorum", "replicas=k")
+    for concept in (*concepts, "safety model"):
+        [head] = [head for head in sections if concept in head]
+        assert "```mermaid\nsequenceDiagram\n" in sections[head], head
+
+
+def test_mermaid_texts_do_not_end_a_statement_early() -> None:
+    """mermaid's sequence-diagram grammar ends a message or note text at ``;`` or ``#``: the
+    rest of the line becomes a statement of its own, and the page shows a syntax error."""
+    blocks = [(page.name, block) for page in _PAGES for block in _MERMAID.findall(page.read_text())]
+    for name, block in blocks:
+        for line in block.splitlines():
+            text = line.split(":", 1)[1] if ":" in line else ""
+            assert ";" not in text, (name, line)
+            assert "#" not in text, (name, line)
+    assert len(blocks) >= 9

@@ -1,17 +1,23 @@
 # SPDX-License-Identifier: MIT
-"""The documentation site: it builds strictly, and its CLI reference is the parser's."""
+"""The documentation site: it builds strictly, its CLI reference is the parser's, and every
+`redislock ...` line it shows (README.md too) parses with the real CLI parser."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.util
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
-from redislock.cli import _parser
+import pytest
+
+from redislock.cli import _command_of, _parser, _split_command, where
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,3 +75,173 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert "fencing_token" in api
     frameworks = (site / "howto-frameworks" / "index.html").read_text()
     assert "LockDependency" in frameworks  # examples/ included, not copied
+
+
+# Every `redislock ...` line the docs show must parse with the real CLI parser.
+
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+_INLINE = re.compile(r"(?<!`)`(redislock [^`]+)`(?!`)")
+_OPTIONAL = re.compile(r"\[(-[^\[\]]*)\]")  # [--json], [--match 'night*']: an optional part
+_CHOICE = re.compile(r"^[a-z]+(\|[a-z]+)+$")  # status|start|stop: one of
+_SHELL_END = re.compile(r"^(\||\|\||&&|;|&|\d*[<>].*)$")  # a pipe, a list, a redirection
+_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _redislock_words(tokens: list[str], *, skip: int = 0) -> list[str] | None:
+    """The words after the ``redislock`` program in ``tokens`` (None: not a redislock line).
+    Leading ``VAR=value`` words and ``skip`` words (cron's schedule) come before it."""
+    rest = tokens[skip:]
+    while rest and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", rest[0]):
+        rest = rest[1:]
+    if len(rest) < 2 or rest[0].rsplit("/", 1)[-1] != "redislock":
+        return None
+    words = rest[1:]
+    for i, word in enumerate(words):
+        if _SHELL_END.match(word):
+            return words[:i]
+    return words
+
+
+def _variants(line: str) -> list[list[str]]:
+    """A synopsis line's concrete forms: without and with its optional parts, and each of
+    its a|b|c choices."""
+    forms = [_OPTIONAL.sub("", line), _OPTIONAL.sub(r"\1", line)]
+    out: list[list[str]] = []
+    for form in dict.fromkeys(forms):
+        words = shlex.split(form, comments=True)
+        expanded: list[list[str]] = [[]]
+        for word in words:
+            choices = word.split("|") if _CHOICE.match(word) else [word]
+            expanded = [[*done, choice] for done in expanded for choice in choices]
+        out += expanded
+    return out
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines with their backslash continuations joined, a leading ``$ `` prompt removed."""
+    text = re.sub(r"\\\n\s*", " ", text)
+    return [line.strip().removeprefix("$ ") for line in text.splitlines()]
+
+
+def doc_cli_lines(text: str) -> list[list[str]]:
+    """The redislock invocations of a Markdown page, as argument lists (without the program):
+    in ```sh/console/bash/shell blocks, cron lines, systemd ``ExecStart=`` lines, 4-space
+    indented code, and inline code of three or more words."""
+    found: list[list[str]] = []
+
+    def add(line: str, skips: tuple[int, ...] = (0,)) -> None:
+        if not line or line.startswith("#"):
+            return
+        for tokens in _variants(line):
+            for skip in skips:
+                words = _redislock_words(tokens, skip=skip)
+                if words is not None:
+                    found.append(words)
+                    break
+
+    for lang, body in _FENCE.findall(text):
+        for line in _logical_lines(body):
+            if lang in ("sh", "console", "bash", "shell"):
+                add(line)
+            elif lang == "cron" and not re.match(r"^[A-Z_]+=", line):
+                add(line, skips=(1, 2) if line.startswith("@") else (5, 6))  # user or not
+            elif lang == "ini" and line.startswith("ExecStart="):
+                add(line.removeprefix("ExecStart=").lstrip("-@+!"))
+    prose = _FENCE.sub("", text).splitlines()
+    for i, line in enumerate(prose):
+        if re.match(r"^ {4}(\$ )?redislock ", line):
+            command, j = line, i
+            while command.endswith("\\") and j + 1 < len(prose):  # continued on the next line
+                j += 1
+                command = command[:-1] + " " + prose[j]
+            add(command.strip().removeprefix("$ "))
+    subcommands = list(_hook().subcommands(_parser()))
+    for span in _INLINE.findall("\n".join(prose)):
+        words = span.split()  # `redislock NAME ...`: a subcommand or a likely misspelling
+        if len(words) >= 3 and difflib.get_close_matches(words[1], subcommands, cutoff=0.6):
+            add(" ".join(words))
+    return found
+
+
+def parse_cli(words: list[str]) -> argparse.Namespace:
+    """``words`` through the CLI's own parsing (CMD split off as ``main`` does); SystemExit
+    on a usage error, as ``redislock`` would exit 64."""
+    parser = _parser()
+    own, cmd = _split_command(parser, list(words))
+    where.defer_defaults(parser)
+    args = parser.parse_args(own)
+    args.cmd = cmd
+    if args.command in ("run", "once", "elect"):
+        _command_of(args, parser)
+    return args
+
+
+def test_parse_cli_rejects_what_redislock_rejects(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_cli(["run", "job", "-n", "-E", "0", "-q", "./job.sh", "-x"]).cmd == [
+        "./job.sh",
+        "-x",
+    ]
+    for bad in (
+        ["force-release", "job"],  # no such subcommand
+        ["run", "job"],  # no CMD
+        ["run", "job", "--no-such-flag", "true"],
+        ["once", "job", "--no-wait", "true"],  # --no-wait is run's alias only
+        ["demo", "--workers", "N"],
+    ):
+        with pytest.raises(SystemExit) as caught:
+            parse_cli(bad)
+        assert caught.value.code == 64, bad
+    capsys.readouterr()
+    sample = "```sh\nredislock list [--json]  # x\nredislock server status|stop\n```\n"
+    sample += "```cron\n15 2 * * *  report  redislock run job -n -- ./a.sh >/dev/null\n```\n"
+    sample += "```ini\nExecStart=/usr/bin/redislock run job -w 5 ./a.sh\n```\n"
+    sample += "Inline: `redislock inspect job --json`, not `redislock run`.\n"
+    assert doc_cli_lines(sample) == [
+        ["list"],
+        ["list", "--json"],
+        ["server", "status"],
+        ["server", "stop"],
+        ["run", "job", "-n", "--", "./a.sh"],
+        ["run", "job", "-w", "5", "./a.sh"],
+        ["inspect", "job", "--json"],
+    ]
+
+
+@pytest.mark.parametrize("page", _PAGES, ids=lambda p: p.name)
+def test_every_cli_line_of_the_docs_parses(page: Path) -> None:
+    failures = []
+    for words in doc_cli_lines(page.read_text()):
+        try:
+            parse_cli(words)
+        except SystemExit as exc:
+            failures.append(f"redislock {shlex.join(words)}  (exit {exc.code})")
+    assert not failures, "\n".join(failures)
+
+
+def test_the_docs_show_enough_cli_lines_to_check() -> None:
+    total = sum(len(doc_cli_lines(page.read_text())) for page in _PAGES)
+    assert total >= 60, total
+
+
+_MERMAID = re.compile(r"^```mermaid\n(.*?)^```", re.M | re.S)
+
+
+def test_concepts_draws_each_concept_as_a_sequence_diagram() -> None:
+    text = (ROOT / "docs" / "concepts.md").read_text()
+    sections = dict(re.findall(r"^## ([^\n]+)\n(.*?)(?=^## |\Z)", text, re.M | re.S))
+    concepts = ("Lease", "Renewal", "Loss", "Fencing", "Hand-off", "quorum", "replicas=k")
+    for concept in (*concepts, "safety model"):
+        [head] = [head for head in sections if concept in head]
+        assert "```mermaid\nsequenceDiagram\n" in sections[head], head
+
+
+def test_mermaid_texts_do_not_end_a_statement_early() -> None:
+    """mermaid's sequence-diagram grammar ends a message or note text at ``;`` or ``#``: the
+    rest of the line becomes a statement of its own, and the page shows a syntax error."""
+    blocks = [(page.name, block) for page in _PAGES for block in _MERMAID.findall(page.read_text())]
+    for name, block in blocks:
+        for line in block.splitlines():
+            text = line.split(":", 1)[1] if ":" in line else ""
+            assert ";" not in text, (name, line)
+            assert "#" not in text, (name, line)
+    assert len(blocks) >= 9

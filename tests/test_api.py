@@ -282,24 +282,21 @@ def test_a_semaphore_is_not_a_holder_its_permits_are(cls: type) -> None:
 
 
 @pytest.mark.parametrize(
-    ("cls", "args", "names"),
+    ("cls", "args"),
     [
-        (redislock.Lock, (None, "job", 5), "client, name"),
-        (redislock.AsyncLock, (None, "job", 5), "client, name"),
-        (redislock.FairLock, (None, "job", 5, 1), "client, name"),
-        (redislock.Semaphore, (None, "job", 3, 5), "client, name, permits"),
-        (redislock.AsyncRedlock, ([None], "job", 5), "masters, name"),
-        (redislock.Election, (None, "job", "me"), "client, name"),
+        (redislock.Lock, (None, "job", 5)),
+        (redislock.AsyncLock, (None, "job", 5)),
+        (redislock.FairLock, (None, "job", 5, 1)),
+        (redislock.Semaphore, (None, "job", 3, 5)),
+        (redislock.AsyncRedlock, ([None], "job", 5)),
+        (redislock.Election, (None, "job", "me")),
     ],
 )
-def test_positional_options_are_refused_naming_what_is_positional(
-    cls: type, args: tuple[object, ...], names: str
+def test_positional_options_are_refused_naming_the_public_class(
+    cls: type, args: tuple[object, ...]
 ) -> None:
-    """Not Python's "__init__() takes 3 positional arguments" (which counts ``self``)."""
-    n = len(names.split(", "))
-    with pytest.raises(TypeError) as caught:
+    """Python's own message, naming the class the user called (not an internal base);
+    options are keyword-only. (A wrapper with a friendlier message cost ~0.5 us on every
+    construction, which the uncontended benchmark pays per pair: not worth it.)"""
+    with pytest.raises(TypeError, match=rf"^{cls.__name__}\.__init__\(\) takes \d positional"):
         cls(*args)
-    assert str(caught.value) == (
-        f"{cls.__name__}() takes {n} positional arguments ({names}) but {len(args)} were "
-        f"given; options such as ttl are keywords: {cls.__name__}({names}, ttl=30)"
-    )

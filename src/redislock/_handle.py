@@ -16,10 +16,8 @@ one of them, adds the methods that do I/O and, where its core differs, overrides
 
 from __future__ import annotations
 
-import functools
 import inspect
 import weakref
-from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from redislock import _clients
@@ -95,27 +93,6 @@ class Unit:
         return self if subject is None else subject
 
 
-def _positional_check(
-    owner: str, init: Callable[..., None], leading: tuple[tuple[str, Any], ...]
-) -> Callable[..., None]:
-    """``init`` refusing extra positional arguments with a message that names the ones it
-    takes and says that options are keywords (Python's own counts ``self`` and names
-    ``__init__``: "takes 3 positional arguments but 4 were given")."""
-    names = tuple(name for name, _ in leading)
-
-    @functools.wraps(init)
-    def checked(self: Any, *args: Any, **options: Any) -> None:
-        if len(args) > len(names):
-            raise TypeError(
-                f"{owner}() takes {len(names)} positional arguments ({', '.join(names)}) but "
-                f"{len(args)} were given; options such as ttl are keywords: "
-                f"{owner}({', '.join(names)}, ttl=30)"
-            )
-        init(self, *args, **options)
-
-    return checked
-
-
 class Handle:
     """What every public lock object has, and its one construction path.
 
@@ -149,7 +126,6 @@ class Handle:
                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
             )
             setattr(cls, "__signature__", signature(cls._options, leading))  # noqa: B010
-            setattr(cls, "__init__", _positional_check(cls.__name__, init, leading))  # noqa: B010
 
     # ------------------------------------------------------------------ construction
 

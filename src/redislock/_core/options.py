@@ -259,9 +259,9 @@ class MultiOptions:
                     raise
         if options is None:
             options = cls(**given)
-        validate.warn_long_lease(
-            "ttl" if options.ttl is not None else "watchdog_lease", options.lease
-        )
+        if options.lease > validate.LONG_LEASE:  # the common case pays one comparison
+            what = "ttl" if options.ttl is not None else "watchdog_lease"
+            validate.warn_long_lease(what, options.lease)
         return options
 
 

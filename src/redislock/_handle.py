@@ -49,6 +49,20 @@ _KINDS = frozenset(
 """The kinds metrics name (:mod:`redislock.metrics`): the public classes, sync or asyncio."""
 
 
+_SENTINEL_TYPES: dict[type, bool] = {}
+"""Per connection-pool type: a Sentinel pool? (an ``isinstance`` against the pool classes
+goes through ``ABCMeta.__instancecheck__``: looked up once per type, not per lock)."""
+
+
+def _follows_sentinel(client: Any) -> bool:
+    """Whether ``client``'s pool follows a Sentinel master."""
+    kind = type(getattr(client, "connection_pool", None))
+    known = _SENTINEL_TYPES.get(kind)
+    if known is None:
+        known = _SENTINEL_TYPES[kind] = issubclass(kind, _SENTINEL_POOLS)
+    return known
+
+
 def _label(cls: type) -> str:
     """The metrics kind of a public class: its name without ``Async``; a user's subclass
     counts as the first of its bases that is a kind."""
@@ -157,7 +171,7 @@ class Handle:
         core = cls.from_options(
             name,
             options,
-            sentinel=isinstance(getattr(client, "connection_pool", None), _SENTINEL_POOLS),
+            sentinel=_follows_sentinel(client),
             **extra,
         )
         if core.replicas and is_cluster(client):

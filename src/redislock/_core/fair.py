@@ -89,7 +89,7 @@ class FairCore(LockCore):
     """done_ms, encoded once."""
 
     def __post_init__(self) -> None:
-        k = self.fkeys = FairKeys.of(self.keys.lock)
+        k = self.fkeys = FairKeys.of(self.keys.lock, self.keys.fence)
         own = (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence)
         lk = self.keys
         self._end_keys = (*own, lk.done, lk.wait, lk.wake, delay_key(lk.lock))

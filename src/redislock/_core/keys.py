@@ -251,11 +251,12 @@ class FairKeys(NamedTuple):
         return cls.of(f"{prefix}{{{name}}}")
 
     @classmethod
-    def of(cls, base: str) -> FairKeys:
-        """Keys whose lock key is ``base`` (``<prefix>{<name>}``)."""
+    def of(cls, base: str, fence: str | None = None) -> FairKeys:
+        """Keys whose lock key is ``base`` (``<prefix>{<name>}``); ``fence``: its
+        :func:`fence_key` if the caller has it already (it costs a CRC16 and a lookup)."""
         return cls(
             lock=base,
-            fence=fence_key(base),
+            fence=fence_key(base) if fence is None else fence,
             queue=base + ":queue",
             leases=base + ":qleases",
             info=base + ":qinfo",

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -14,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -58,6 +61,82 @@ def test_torture_and_benchmark_pages_render_from_the_committed_data() -> None:
     assert hook.waiters_rows(hook._load("waiters.json"))
 
 
+class _Reads(dict[str, Any]):
+    """A JSON object that records the paths of the fields read from it (list items as *)."""
+
+    def __init__(self, data: dict[str, Any], path: tuple[str, ...], seen: set[tuple[str, ...]]):
+        super().__init__(data)
+        self.path, self.seen = path, seen
+
+    def __getitem__(self, key: str) -> Any:
+        self.seen.add((*self.path, key))
+        return _track(super().__getitem__(key), (*self.path, key), self.seen)
+
+    def get(self, key: str, default: Any = None) -> Any:  # a read too: no silent default
+        self.seen.add((*self.path, key))
+        return _track(super().get(key, default), (*self.path, key), self.seen)
+
+
+def _track(value: Any, path: tuple[str, ...], seen: set[tuple[str, ...]]) -> Any:
+    if isinstance(value, dict):
+        return _Reads(value, path, seen)
+    if isinstance(value, list):
+        return [_track(item, (*path, "*"), seen) for item in value]
+    return value
+
+
+def _without(data: Any, path: tuple[str, ...]) -> bool:
+    """Delete the field at ``path`` (``*``: in every item of a list); False if none was there."""
+    if not path:
+        return False
+    head, rest = path[0], path[1:]
+    if head == "*":
+        found = [_without(item, rest) for item in data] if isinstance(data, list) else []
+        return any(found)
+    if not isinstance(data, dict) or head not in data:
+        return False
+    if not rest:
+        del data[head]
+        return True
+    return _without(data[head], rest)
+
+
+@pytest.mark.parametrize("png", list(_hook().CHARTS))
+def test_each_chart_reads_fields_its_data_file_has_and_fails_without_them(
+    png: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The committed data file has every field the chart and its page section read, and a
+    file without one of them fails (KeyError) instead of drawing a chart with a gap."""
+    hook = _hook()
+    name, draw = hook.CHARTS[png]
+    data = json.loads((ROOT / "docs" / "data" / name).read_text())
+    assert data["rows"], name
+    assert draw(data)[:4] == b"\x89PNG"
+    monkeypatch.setattr(hook, "bars", lambda *args, **kwargs: b"")  # the fields, not the drawing
+
+    def read(data: dict[str, Any]) -> None:
+        hook._run_notes("command", data)
+        draw(data)
+
+    seen: set[tuple[str, ...]] = set()
+    read(_track(data, (), seen))
+    assert ("env", "load_before") in seen
+    assert ("goals", "*", "line") in seen
+    assert len(seen) >= 10, seen
+    for path in sorted(seen):
+        broken = copy.deepcopy(data)
+        assert _without(broken, path), path
+        with pytest.raises(KeyError):
+            read(broken)
+
+
+def test_the_performance_page_names_each_recorded_run() -> None:
+    page = (ROOT / "docs" / "performance.md").read_text()
+    for png, (name, _) in _hook().CHARTS.items():
+        assert f"<!-- perf-run {name.removesuffix('.json')} -->" in page, name
+        assert f"(img/{png})" in page, png
+
+
 def test_site_builds_strictly(tmp_path: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q"]
@@ -68,8 +147,13 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     cli = (site / "cli" / "index.html").read_text()
     assert "redislock run" in cli
     assert "--ttl" in cli
-    assert (site / "img" / "uncontended.png").stat().st_size > 1000
-    assert (site / "img" / "waiters.png").stat().st_size > 1000
+    performance = (site / "performance" / "index.html").read_text()
+    charts = _hook().CHARTS
+    assert len(charts) >= 6  # uncontended, waiters, contention, redlock, bulk, renewals
+    for png in charts:
+        assert (site / "img" / png).stat().st_size > 1000, png
+        assert f'src="../img/{png}"' in performance, png
+    assert performance.count("Recorded with <code>python bench/") == len(charts)
     api = (site / "api" / "index.html").read_text()
     assert "AcquireTimeoutError" in api
     assert "fencing_token" in api

@@ -197,7 +197,7 @@ def contention_chart(data: dict[str, Any]) -> bytes:
                 "requests per acquisition", labels, [r["requests_per_acq"] for r in rows], goal=3
             ),
         ],
-        "goals: busy ≥ 90 %, hand-off p99 ≤ 2 ms, ≤ 3 requests; max wait ≤ 50 ms for FairLock",
+        "goals: busy ≥ 90 %, hand-off p99 ≤ 2 ms, ≤ 3 requests; max wait ≤ 50 ms",
     )
 
 

@@ -281,10 +281,14 @@ def run_notes(name: str) -> str:
     assert spec.loader is not None
     record_perf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(record_perf)
-    return _run_notes(record_perf.command(name), _load(f"{name}.json"))
+    return _run_notes(record_perf.command(name), _load(f"{name}.json"), name in INFO)
 
 
-def _run_notes(command: str, data: dict[str, Any]) -> str:
+INFO = ("uncontended",)
+"""The benchmarks whose ``info`` lines (ratios shown, not judged) the page lists too."""
+
+
+def _run_notes(command: str, data: dict[str, Any], with_info: bool = False) -> str:
     env = data["env"]
     out = [
         f"Recorded with `{command}`, redislock {env['redislock'].split()[0]}, "
@@ -294,7 +298,9 @@ def _run_notes(command: str, data: dict[str, Any]) -> str:
         "",
     ]
     goals = sorted(data["goals"], key=lambda g: g["pass"] is not False)  # failures first
-    return "\n".join([*out, *(f"- {_goal_text(g)}" for g in goals), ""])
+    # uncontended.py also prints the specification's stricter ratios, not judged
+    info = [str(line).replace("<", "&lt;") for line in data["info"]] if with_info else []
+    return "\n".join([*out, *(f"- {_goal_text(g)}" for g in goals), *(f"- {i}" for i in info), ""])
 
 
 def _goal_text(goal: dict[str, Any]) -> str:

@@ -475,10 +475,17 @@ class Worker:
                 record = turn.record
                 mine = record is not None and record.fencing_token == fence
                 outcome = "ok" if mine else "ok-foreign"
+            elif lock.lost:
+                # The release found the lease lost: the turn keeps the job's own exception
+                # and tells that in a note on it (and in ``lock.lost``), not by raising.
+                notes = "; ".join(getattr(err, "__notes__", ()))
+                raise LockLostError(name, f"the job failed; {notes}")
         except LockLostError as exc:
-            outcome = "lost"
+            if err is None:
+                outcome = "lost"
             self._log("release", parts, "x", "fail", err=_err(exc))
-            self.hist.lost(parts[0][0], name, "x", err="commit: LockLostError")
+            which = "commit" if err is None else "release"
+            self.hist.lost(parts[0][0], name, "x", err=f"{which}: LockLostError")
         except _UNKNOWN as exc:
             outcome = "unknown"
             self._log("release", parts, "x", "unknown", err=_err(exc))

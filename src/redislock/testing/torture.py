@@ -79,6 +79,10 @@ __all__ = [
 REDIS_PY_SOCKET_TIMEOUT = 5.0
 """redis-py's default ``socket_timeout`` and ``socket_connect_timeout`` (8.x), seconds."""
 
+WORKER_START_TIMEOUT = 60.0
+"""How long the runner waits for its first workers to be ready before it starts the clock
+anyway, seconds."""
+
 
 @dataclass(frozen=True)
 class TortureConfig:
@@ -363,6 +367,22 @@ class _Run:
                 table.setdefault(str(slot), []).append(("127.0.0.1", proxy.port))
         return table
 
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until every worker spawned so far is ready to cycle (it opened its history
+        file, which it does once everything is imported) or exited, for at most ``timeout``
+        seconds."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            pending = list(self.spawned)
+        while pending and time.monotonic() < deadline:
+            pending = [
+                (w, proc)
+                for w, proc in pending
+                if proc.poll() is None and not (self.dir / f"history-{w}.jsonl").exists()
+            ]
+            if pending:
+                time.sleep(0.02)
+
     def spawn(self, slot: int) -> None:
         with self.lock:
             if self.stopping:
@@ -541,6 +561,7 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
     (directory / "schedule.json").write_text(json.dumps([e.to_json() for e in schedule], indent=1))
     run = _Run(cfg, directory)
     t_begin = time.monotonic()
+    startup = 0.0
     nemesis: Nemesis | None = None
     count = [0]
     try:
@@ -559,7 +580,13 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         run.config_path.write_text(json.dumps(worker_cfg))
         for slot in range(cfg.processes):
             run.spawn(slot)
+        # On a loaded machine a worker takes seconds to start (interpreter, imports): the
+        # run's clock and the fault schedule start once every worker is ready to cycle, or
+        # the first faults hit processes still importing and the run loses that time.
+        t_spawned = time.monotonic()
+        run.wait_ready(timeout=WORKER_START_TIMEOUT)
         t_start = time.monotonic()
+        startup = t_start - t_spawned
         nemesis = Nemesis(run, schedule, str(directory / "nemesis.jsonl"))
         nemesis.start(t_start)
         offsets: dict[Path, int] = {}
@@ -602,6 +629,7 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         if cfg.scenario in ("lock", "fairlock", "election", "once")
         else 0.0,
     )
+    report.counts["worker_start"] = round(startup, 3)  # seconds, spawn to ready
     if cfg.scenario in ("election", "once"):
         acts = read_histories(directory, "acts-*.jsonl")
         if cfg.scenario == "election":

@@ -46,9 +46,8 @@ between faults (Jepsen's alternating start/stop nemesis):
 
 Every fault applied is logged as one JSON line (see ``/docs/torture.md``): ``t0``/``t1``
 (``time.monotonic()`` seconds when it started and healed), ``kind``, ``target``, ``pid``,
-``w``, ``params``; a ``client_kill`` adds ``t_kill`` and ``t_death``; for
-``server_clock_jump`` ``t0`` is when the clock stepped by ``params["jump"]`` and ``t1`` when
-it stepped back.
+``w``, ``params``; a ``client_kill`` adds ``t_death``; for ``server_clock_jump`` ``t0`` is
+when the clock stepped by ``params["jump"]`` and ``t1`` when it stepped back.
 """
 
 from __future__ import annotations
@@ -253,10 +252,8 @@ class FaultTargets(Protocol):
     def worker_pid(self, slot: int) -> tuple[int, int] | None:
         """``(worker id, pid)`` of the live worker in ``slot``, or None."""
 
-    def kill_worker(self, slot: int) -> tuple[int, int, float, float] | None:
-        """SIGKILL the worker in ``slot``: ``(worker id, pid, t_kill, t_death)`` or None
-        (``t_kill``: when it was dead; ``t_death``: the later of that and the last byte
-        its proxies delivered upstream)."""
+    def kill_worker(self, slot: int) -> tuple[int, int, float] | None:
+        """SIGKILL the worker in ``slot``: ``(worker id, pid, t_death)`` or None."""
 
     def set_proxy_fault(self, slot: int, server: int, kind: str, delay: float) -> None:
         """Set the fault of the proxy between worker ``slot`` and ``server``."""
@@ -384,7 +381,7 @@ class Nemesis:
         elif kind == "client_kill":
             killed = t.kill_worker(event.target)
             if killed is not None:
-                record["w"], record["pid"], record["t_kill"], record["t_death"] = killed
+                record["w"], record["pid"], record["t_death"] = killed
         elif kind == "client_crash_unreplied":
             record["target"] = f"worker:{event.target}:{event.server}"
             self._crash_unreplied(event, record)
@@ -414,7 +411,7 @@ class Nemesis:
                 if t.dropped_replies(event.target, event.server) > before:
                     killed = t.kill_worker(event.target)
                     if killed is not None:
-                        record["w"], record["pid"], record["t_kill"], record["t_death"] = killed
+                        record["w"], record["pid"], record["t_death"] = killed
                         record["params"]["crashed"] = 1.0
                     return
                 time.sleep(0.001)

@@ -79,9 +79,6 @@ __all__ = [
 REDIS_PY_SOCKET_TIMEOUT = 5.0
 """redis-py's default ``socket_timeout`` and ``socket_connect_timeout`` (8.x), seconds."""
 
-PROXY_DRAIN_TIMEOUT = 5.0
-"""How long a kill waits for the dead worker's proxied connections to end, seconds."""
-
 WORKER_START_TIMEOUT = 60.0
 """How long the runner waits for its first workers to be ready before it starts the clock
 anyway, seconds."""
@@ -434,7 +431,7 @@ class _Run:
             return None
         return entry[0], entry[1].pid
 
-    def kill_worker(self, slot: int) -> tuple[int, int, float, float] | None:
+    def kill_worker(self, slot: int) -> tuple[int, int, float] | None:
         with self.lock:
             entry = self.workers.get(slot)
         if entry is None or entry[1].poll() is not None:
@@ -445,19 +442,14 @@ class _Run:
             proc.send_signal(signal.SIGKILL)
         proc.wait()
         t_kill = time.monotonic()
-        # What the worker wrote just before it died may still be on its way to a server: in
-        # the kernel's socket buffer, or in the proxy thread, which a loaded machine holds
-        # back. Each of its connections ends once its proxy has forwarded the end of stream
-        # that follows those bytes: wait for that (before a new worker connects to the
-        # slot's proxies), then read when they last delivered bytes upstream.
-        proxies = [p for (s, _), p in self.proxies.items() if s == slot]
-        drained = t_kill + PROXY_DRAIN_TIMEOUT
-        while any(p.active for p in proxies) and time.monotonic() < drained:
-            time.sleep(0.002)
-        last = [p.last_upstream for p in proxies if p.last_upstream is not None]
+        last = [
+            p.last_upstream
+            for (s, _), p in self.proxies.items()
+            if s == slot and p.last_upstream is not None
+        ]
         t_death = max([t_kill, *last])
         threading.Timer(0.1, self.spawn, args=(slot,)).start()
-        return w, proc.pid, t_kill, t_death
+        return w, proc.pid, t_death
 
     def set_proxy_fault(self, slot: int, server: int, kind: str, delay: float) -> None:
         proxy = self.proxies[(slot, server)]

@@ -206,6 +206,37 @@ def test_a_holder_whose_lease_was_lost_cannot_write_the_record(
     assert admin.get(LOCK) == "f" * 32 + "|99|elsewhere|1|1"  # the other's lock is untouched
 
 
+def test_a_failed_job_whose_lease_was_lost_keeps_its_exception_and_tells_the_loss(
+    r: redis.Redis, admin: redis.Redis
+) -> None:
+    """The job raised and the release found the lease gone: the job's exception is what
+    the caller gets, with the loss in a note, and ``lock.lost`` says so (what the torture
+    worker reads to log the loss)."""
+    once = Once(r, "job", period=3600)
+
+    def fail(turn: Any, lose: bool) -> None:
+        with turn:
+            assert turn.mine
+            if lose:
+                admin.delete(LOCK)
+            raise RuntimeError("draw failed")
+
+    turn = once.run()
+    with pytest.raises(RuntimeError, match="draw failed") as caught:
+        fail(turn, lose=True)
+    notes = getattr(caught.value, "__notes__", [])
+    assert len(notes) == 1, notes
+    assert "releasing lock 'job' also failed: LockLostError" in notes[0]
+    assert turn.lock.lost is True
+    assert admin.keys("*once*") == []
+    # a failed job whose lease was still there: no note, not lost
+    turn = once.run()
+    with pytest.raises(RuntimeError, match="draw failed") as caught:
+        fail(turn, lose=False)
+    assert getattr(caught.value, "__notes__", []) == []
+    assert turn.lock.lost is False
+
+
 def test_late_arrivals_wait_for_the_winner_and_do_not_run(
     r: redis.Redis, admin: redis.Redis
 ) -> None:

@@ -30,6 +30,8 @@ from redislock.testing.audit import (
     parse_monitor_line,
     snapshot_times,
 )
+from redislock.testing.audit_shadow import Shadow, Touch, library_by_sha
+from redislock.testing.monitor import MonitorLine
 
 OTHER = "e" * 32  # a well-formed owner token that holds nothing
 
@@ -456,3 +458,44 @@ def test_holds_under_a_stepped_back_server_clock_lie_within_the_polls(short_tmp:
     assert h.gone is not None
     assert t_acquire <= h.first <= h.last <= t_released
     assert h.gone >= t_release
+
+
+def test_a_script_across_a_backward_server_clock_step_sets_a_ttl_within_both_times() -> None:
+    """A release granted the lock (SET PX 1000) inside a script whose EVALSHA line is stamped
+    before the server's clock stepped back 3 s and its SET after: Redis may count the TTL
+    from either, so the key is surely alive only until the earlier end. A torture run of
+    the ``once`` scenario saw Redis expire such a key by the later stamp (the clock then
+    healed forward) while the shadow, counting from the script's start alone, still held
+    it alive and reported the next acquire's SET as a foreign touch."""
+    touches: list[Touch] = []
+    shadow = Shadow(
+        "P",
+        library_by_sha(),
+        plain_dels=True,
+        unknown_scripts=False,
+        report=lambda ctx, ts, label, touch: touches.append(touch),
+        count_script=lambda admin: None,
+    )
+    keys = LockKeys.for_name("n", "P")
+    sha = SCRIPTS["fair"].sha.encode()
+
+    def script(t: float, op: str, token: str) -> MonitorLine:
+        argv = (op.encode(), token.encode())
+        return MonitorLine(t, 0, "unix:/s", (b"EVALSHA", sha, b"1", keys.lock.encode(), *argv))
+
+    def grant(t: float, token: str, fence: int) -> MonitorLine:
+        value = f"{token}|{fence}|h|1|1".encode()
+        return MonitorLine(t, 0, "lua", (b"SET", keys.lock.encode(), value, b"PX", b"1000"))
+
+    releaser, waiter, caller = "a" * 32, "b" * 32, "c" * 32
+    # the script starts at server time 100.0; its SET runs after the clock stepped back 3 s
+    shadow.feed(script(100.0, "release", releaser))
+    shadow.feed(grant(97.0, waiter, 5))
+    # 1.5 s later (server time 98.5), past the end counted from the SET: nobody's key
+    shadow.feed(script(98.5, "acquire", caller))
+    shadow.feed(grant(98.5, caller, 6))
+    assert touches == []
+    # without a step, a SET over a key that is surely alive is still a touch
+    shadow.feed(script(98.6, "acquire", waiter))
+    shadow.feed(grant(98.6, waiter, 7))
+    assert [(t.owner, t.command) for t in touches] == [(caller, f"SET {keys.lock}")]

@@ -33,6 +33,7 @@ from redislock.testing.checkers import (
 )
 from redislock.testing.history import History, JsonlWriter, read_histories, read_jsonl
 from redislock.testing.oracle import OracleState, fenced_accepts, validate_request
+from redislock.testing.torture import handoff_allowance
 
 # --------------------------------------------------------------------------- builders
 
@@ -375,6 +376,27 @@ def test_dead_holders_lease_alive_too_long() -> None:
     assert [(h["fence"], round(h["excess"], 3)) for h in late] == [(4, 0.05)]
     fair = check_run([], [], [kill], {"holds": holds}, fenced=True, handoff=0.5, **RUN_KW)
     assert fair.line("leases_alive_after_death").value == 0
+
+
+def test_a_dead_election_contender_granted_after_its_death_is_a_handoff() -> None:
+    """The records of a torture run of the ``election`` scenario: a contender killed (a
+    crash point) while queued was handed leadership by a resignation 0.851 s after its
+    death, and its lease was last seen 1.814 s after it (then a DEBUG SLEEP hid it until
+    it was gone). Within the hand-off allowance the scenario gets, over it without."""
+    t_death = 68896.792
+    kill = {"t0": t_death - 0.315, "t1": t_death + 0.004, "kind": "client_crash_unreplied"}
+    kill |= {"target": "worker:1:0", "pid": 5688, "w": 2, "params": {"crashed": 1.0}}
+    kill |= {"t_kill": t_death, "t_death": t_death}
+    sleep = {"t0": t_death + 1.812, "t1": t_death + 2.793, "kind": "server_debug_sleep"}
+    sleep |= {"target": "server:0", "pid": 9, "w": None, "params": {}}
+    hold = interval(5688, 11, t_death + 0.851, t_death + 1.814, t_death + 2.801)
+    assert handoff_allowance("election") == handoff_allowance("once") == 1.0
+    assert handoff_allowance("lock") == handoff_allowance("fairlock") == 1.0
+    assert handoff_allowance("redlock") == handoff_allowance("semaphore") == 0.0
+    allowed = handoff_allowance("election")
+    assert leases_alive_after_death([hold], [kill, sleep], lease=1.0, handoff=allowed) == []
+    [late] = leases_alive_after_death([hold], [kill, sleep], lease=1.0)
+    assert round(late["excess"], 3) == 0.564  # 1.814 - (1.0 + 0.25)
 
 
 def loss_case(lost_at: float | None, *, pid: int = 1001) -> tuple[list[dict[str, Any]], list[Any]]:

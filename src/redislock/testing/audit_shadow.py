@@ -351,9 +351,13 @@ class Shadow:
         self.ctx = ctx
 
     def _expiry(self, ctx: ScriptContext | None, ts: float, ms: float) -> tuple[float, float]:
-        """Expiry bounds of a relative TTL of ``ms`` set by a command at ``ts``."""
-        base_lo = (ctx.start if ctx is not None else ts) - 0.002
-        return base_lo + ms / 1000.0, ts + 0.002 + ms / 1000.0
+        """Expiry bounds of a relative TTL of ``ms`` set by a command at ``ts``: Redis counts
+        it from the command's time or from its script's start, so the bounds span both. A
+        server clock stepped back while the script ran puts its start after ``ts`` (a torture
+        run saw Redis expire such a key by the later step, while the bounds, taken from the
+        start alone, still called it alive: a false foreign touch)."""
+        start = ctx.start if ctx is not None else ts
+        return min(start, ts) - 0.002 + ms / 1000.0, max(start, ts) + 0.002 + ms / 1000.0
 
     def _command(self, ctx: ScriptContext | None, line: MonitorLine, *, in_script: bool) -> None:
         args = line.args

@@ -79,6 +79,10 @@ __all__ = [
 REDIS_PY_SOCKET_TIMEOUT = 5.0
 """redis-py's default ``socket_timeout`` and ``socket_connect_timeout`` (8.x), seconds."""
 
+WORKER_START_TIMEOUT = 60.0
+"""How long the runner waits for its first workers to be ready before it starts the clock
+anyway, seconds."""
+
 
 @dataclass(frozen=True)
 class TortureConfig:
@@ -284,6 +288,20 @@ def _server_version(binary: str) -> tuple[int, ...]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+HANDOFF_SCENARIOS = ("lock", "fairlock", "election", "once")
+"""Scenarios whose waiters queue in fair.lua: Lock and FairLock, and the Lock an Election's
+contenders and a Once's callers wait for."""
+
+
+def handoff_allowance(scenario: str) -> float:
+    """The ``handoff`` of :func:`~redislock.testing.checkers.leases_alive_after_death` for a
+    scenario, in seconds: a killed waiter of fair.lua's queue is skipped one waiter lease
+    after it stopped renewing, and until then a release may hand it the lock (a torture run
+    of the ``election`` scenario saw a contender granted 0.85 s after its death); 0 for the
+    kinds without hand-off."""
+    return DEFAULT_WAITER_LEASE if scenario in HANDOFF_SCENARIOS else 0.0
+
+
 class _Run:
     """The machinery of one run; implements :class:`redislock.testing.faults.FaultTargets`."""
 
@@ -362,6 +380,22 @@ class _Run:
                 self.proxies[(slot, i)] = proxy
                 table.setdefault(str(slot), []).append(("127.0.0.1", proxy.port))
         return table
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until every worker spawned so far is ready to cycle (it opened its history
+        file, which it does once everything is imported) or exited, for at most ``timeout``
+        seconds."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            pending = list(self.spawned)
+        while pending and time.monotonic() < deadline:
+            pending = [
+                (w, proc)
+                for w, proc in pending
+                if proc.poll() is None and not (self.dir / f"history-{w}.jsonl").exists()
+            ]
+            if pending:
+                time.sleep(0.02)
 
     def spawn(self, slot: int) -> None:
         with self.lock:
@@ -541,6 +575,7 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
     (directory / "schedule.json").write_text(json.dumps([e.to_json() for e in schedule], indent=1))
     run = _Run(cfg, directory)
     t_begin = time.monotonic()
+    startup = 0.0
     nemesis: Nemesis | None = None
     count = [0]
     try:
@@ -559,7 +594,13 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         run.config_path.write_text(json.dumps(worker_cfg))
         for slot in range(cfg.processes):
             run.spawn(slot)
+        # On a loaded machine a worker takes seconds to start (interpreter, imports): the
+        # run's clock and the fault schedule start once every worker is ready to cycle, or
+        # the first faults hit processes still importing and the run loses that time.
+        t_spawned = time.monotonic()
+        run.wait_ready(timeout=WORKER_START_TIMEOUT)
         t_start = time.monotonic()
+        startup = t_start - t_spawned
         nemesis = Nemesis(run, schedule, str(directory / "nemesis.jsonl"))
         nemesis.start(t_start)
         offsets: dict[Path, int] = {}
@@ -595,13 +636,9 @@ def run_torture(cfg: TortureConfig) -> TortureResult:
         bound=cfg.lease / 3 + cfg.timeout,
         permits=cfg.permits if cfg.scenario == "semaphore" else None,
         persistent=cfg.persistence == "always" or cfg.url is not None,
-        # a killed Lock or FairLock waiter is skipped one waiter lease after it stopped
-        # renewing; until then a release may hand it the lock (fair.lua, both kinds; an
-        # Election's contenders and a Once's callers wait in the same queue)
-        handoff=DEFAULT_WAITER_LEASE
-        if cfg.scenario in ("lock", "fairlock", "election", "once")
-        else 0.0,
+        handoff=handoff_allowance(cfg.scenario),
     )
+    report.counts["worker_start"] = round(startup, 3)  # seconds, spawn to ready
     if cfg.scenario in ("election", "once"):
         acts = read_histories(directory, "acts-*.jsonl")
         if cfg.scenario == "election":

@@ -153,6 +153,11 @@ class Worker:
             for hold, name in parts:
                 self.hist.lost(hold, name, mode, err="on_lost")
 
+    def _expect(self, obj: Any, parts: list[Part], mode: str) -> None:
+        """Log an ``on_lost(obj)`` against ``parts`` from now on (before the acquiring call
+        returns: see :meth:`_acquire`)."""
+        self.current[id(obj)] = (parts, mode)
+
     def _lock(self, names: tuple[str, ...], mode: str) -> Any:
         key = (names, mode)
         lock = self.locks.get(key)
@@ -199,6 +204,11 @@ class Worker:
         """The held object (the lock, or a Permit), or None."""
         limit = float(self.cfg["acquire_timeout"])
         self._log("acquire", parts, mode, "invoke")
+        # on_lost may come before the call returns (a sync lock's watchdog thread, a reply
+        # that came after the local lease estimate ran out): the hold is known from now on.
+        # (A Semaphore's on_lost gets the Permit, which only the call returns.)
+        if self.scenario != "semaphore":
+            self._expect(lock, parts, mode)
         try:
             if self.scenario == "semaphore":
                 held: Any = await self.do(lock.acquire(timeout=limit))  # a Permit
@@ -208,12 +218,15 @@ class Worker:
             held = None
         except _UNKNOWN as exc:
             self._log("acquire", parts, mode, "unknown", err=_err(exc))
+            self.current.pop(id(lock), None)
             return None
         except Exception as exc:
             self._log("acquire", parts, mode, "fail", err=_err(exc))
+            self.current.pop(id(lock), None)
             return None
         if held is None:
             self._log("acquire", parts, mode, "fail", err="busy: wait limit")
+            self.current.pop(id(lock), None)
             return None
         self.current[id(held)] = (parts, mode)
         fences = self._fences(held, parts)
@@ -349,22 +362,26 @@ class Worker:
         parts = [(self.hist.new_hold(), name)]
         self._log("acquire", parts, "x", "invoke")
         campaign = election.campaign(timeout=float(self.cfg["acquire_timeout"]))
+        # the lease may be lost (on_lost) while the campaign still advertises the leader
+        self._expect(election, parts, "x")
         try:
             if self.asyncio:
                 term = await campaign.__aenter__()
             else:
                 term = campaign.__enter__()
         except AcquireTimeoutError:
+            self.current.pop(id(election), None)
             self._log("acquire", parts, "x", "fail", err="busy: wait limit")
             await asyncio.sleep(self.rng.uniform(0, 0.01))
             return
         except _UNKNOWN as exc:
+            self.current.pop(id(election), None)
             self._log("acquire", parts, "x", "unknown", err=_err(exc))
             return
         except Exception as exc:
+            self.current.pop(id(election), None)
             self._log("acquire", parts, "x", "fail", err=_err(exc))
             return
-        self.current[id(election)] = (parts, "x")
         self.hist.complete("acquire", parts[0][0], name, "x", "ok", fence=int(term))
         fences = {name: int(term)}
         self._write(parts, fences, "begin", "x")
@@ -431,27 +448,32 @@ class Worker:
         cls = redislock.AsyncOnce if self.asyncio else redislock.Once
         turn: Any = cls(self.clients[0], name, period=period, key=key, **options).run(timeout=limit)
         self._log("acquire", parts, "x", "invoke")
+        lock = turn.lock
+        # the lease may be lost (on_lost) while the turn still looks for the record again
+        self._expect(lock, parts, "x")
         try:
             await self.do(turn.start())
         except AcquireTimeoutError:
+            self.current.pop(id(lock), None)
             self._log("acquire", parts, "x", "fail", err="busy: wait limit")
             return
         except _UNKNOWN as exc:
+            self.current.pop(id(lock), None)
             self._log("acquire", parts, "x", "unknown", err=_err(exc))
             return
         except Exception as exc:
+            self.current.pop(id(lock), None)
             self._log("acquire", parts, "x", "fail", err=_err(exc))
             return
         t = time.monotonic()
         if not turn.mine:
+            self.current.pop(id(lock), None)
             fence = turn.record.fencing_token if turn.record is not None else None
             self._log("acquire", parts, "x", "fail", err=f"done: record of fence {fence}")
             self._act("once", name=name, key=turn.key, t=t, outcome="skipped", fence=fence)
             await asyncio.sleep(self.rng.uniform(0, 0.05))
             return
-        lock = turn.lock
         fence = int(lock.fencing_token or 0)
-        self.current[id(lock)] = (parts, "x")
         self.hist.complete("acquire", parts[0][0], name, "x", "ok", fence=fence)
         fences = {name: fence}
         self._write(parts, fences, "begin", "x")
@@ -475,10 +497,17 @@ class Worker:
                 record = turn.record
                 mine = record is not None and record.fencing_token == fence
                 outcome = "ok" if mine else "ok-foreign"
+            elif lock.lost:
+                # The release found the lease lost: the turn keeps the job's own exception
+                # and tells that in a note on it (and in ``lock.lost``), not by raising.
+                notes = "; ".join(getattr(err, "__notes__", ()))
+                raise LockLostError(name, f"the job failed; {notes}")
         except LockLostError as exc:
-            outcome = "lost"
+            if err is None:
+                outcome = "lost"
             self._log("release", parts, "x", "fail", err=_err(exc))
-            self.hist.lost(parts[0][0], name, "x", err="commit: LockLostError")
+            which = "commit" if err is None else "release"
+            self.hist.lost(parts[0][0], name, "x", err=f"{which}: LockLostError")
         except _UNKNOWN as exc:
             outcome = "unknown"
             self._log("release", parts, "x", "unknown", err=_err(exc))

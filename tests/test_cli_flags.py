@@ -11,16 +11,15 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 from redislock import Lock
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE
-from redislock.server import RedisProcess
-from tests.test_cli import cli, finish, lock_key, private_cli_env, py, start, wait_for
+from tests.test_cli import cli, cli_env, finish, lock_key, py, start, url, wait_for
+
+__all__ = ["cli_env", "url"]  # the fixtures (cli_env autouse), imported so that they apply here
 
 # Writes its argv (after the file name) and $REDISLOCK_FENCING_TOKEN to argv[1] as JSON.
 ARGV = (
@@ -36,16 +35,6 @@ SLEEPER = (  # writes its pid, then sleeps until a signal ends it
     "os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
     "time.sleep(60)\n"
 )
-
-
-@pytest.fixture(autouse=True)
-def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    yield from private_cli_env(monkeypatch)
-
-
-@pytest.fixture
-def url(redis_server: RedisProcess) -> str:
-    return redis_server.url
 
 
 def held(admin: redis.Redis, name: str) -> Lock:

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +30,21 @@ from redislock._core.keys import fence_key
 from redislock._core.lock import token_tag
 from redislock._core.ops import as_str
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
-from redislock.server import RedisProcess
 from tests.test_cli import (
     CRITICAL_SECTION,
     cli,
+    cli_env,
     finish,
     in_process,
     lock_key,
     pid_gone,
-    private_cli_env,
     py,
     start,
+    url,
     wait_for,
 )
+
+__all__ = ["cli_env", "url"]  # the fixtures (cli_env autouse), imported so that they apply here
 
 # CMD snippets, run as ``sys.executable -c SNIPPET ARGS...``.
 PROBE = (  # records the fencing token it got and what the key looks like, exits argv[4]
@@ -94,16 +96,6 @@ KIND_FLAGS: dict[str, list[str]] = {
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(autouse=True)
-def cli_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    yield from private_cli_env(monkeypatch)
-
-
-@pytest.fixture
-def url(redis_server: RedisProcess) -> str:
-    return redis_server.url
 
 
 # --------------------------------------------------------------------------- helpers

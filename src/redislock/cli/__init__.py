@@ -557,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     args.cmd = cmd
     try:  # only to know which password to hide in messages
-        url = where.resolve(args.url).url.value
+        url = where.resolve(args.url, files=files).url.value
     except CliError:
         url = args.url or os.environ.get("REDIS_URL")
     _quiet_library_logs()
@@ -568,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():  # --ttl's own warning names the flag: not twice
             warnings.simplefilter("ignore", LongLeaseWarning)
-            status = _dispatch(args, parser)
+            status = _dispatch(args, parser, files)
     except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: no traceback
         status = 128 + signal.SIGINT
     except CliError as exc:
@@ -619,19 +619,29 @@ def _check_lease(args: argparse.Namespace) -> None:
         )
 
 
-def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _dispatch(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    files: list[where.ConfigFile] | None = None,
+) -> int:
+    """Run the parsed command; ``files``: the configuration files read once by :func:`main`
+    (``None``: read them here, which reports a bad one)."""
     if args.command == "server":
         from redislock.cli.server_cmd import server_command
 
         return server_command(args.action, as_json_output=args.json)
-    settings = where.resolve(args.url, prefix=args.prefix, require_url=args.require_url)
+    settings = where.resolve(
+        args.url, prefix=args.prefix, require_url=args.require_url, files=files
+    )
     args.prefix = validate.check_prefix(settings.prefix.value)
     where.fill_defaults(args, settings)
     if args.command == "config":
         return where.config_command(settings, as_json_output=args.json)
 
     def client() -> redis.Redis:
-        made: redis.Redis = connect(args.url, require_url=args.require_url, quiet=args.quiet)
+        made: redis.Redis = connect(
+            args.url, require_url=args.require_url, quiet=args.quiet, files=files
+        )
         return made
 
     cmd: list[str] = []
@@ -711,7 +721,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if args.workers < 1:
             parser.error("--workers must be at least 1")
         # Starts the embedded server once, before the workers race.
-        found = where.locate(args.url, require_url=args.require_url, quiet=args.quiet)
+        found = where.locate(args.url, require_url=args.require_url, quiet=args.quiet, files=files)
         return run_demo(found, workers=args.workers)
     if args.command == "torture":
         from redislock.cli.torture import torture_command

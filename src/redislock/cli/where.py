@@ -298,15 +298,22 @@ def _refusal(settings: Settings) -> str:
     )
 
 
-def locate(url: str | None = None, *, require_url: bool = False, quiet: bool = False) -> str:
+def locate(
+    url: str | None = None,
+    *,
+    require_url: bool = False,
+    quiet: bool = False,
+    files: list[ConfigFile] | None = None,
+) -> str:
     """The URL to use: ``url``, ``$REDIS_URL``, a configuration file's, or the embedded
-    server's (started if needed, announced on stderr unless ``quiet``).
+    server's (started if needed, announced on stderr unless ``quiet``); ``files``: the
+    configuration files if already read (:func:`load_files`).
 
     Raises:
         CliError: no URL anywhere and the fallback is refused (status 69); the embedded
             server could not start (69); a bad configuration file (78).
     """
-    settings = resolve(url, require_url=require_url)
+    settings = resolve(url, require_url=require_url, files=files)
     if settings.url.value is not None:
         return str(settings.url.value)
     if settings.require_url.value:
@@ -326,15 +333,21 @@ def locate(url: str | None = None, *, require_url: bool = False, quiet: bool = F
     return found
 
 
-def connect(url: str | None = None, *, require_url: bool = False, quiet: bool = False) -> Any:
-    """A client (``redis.Redis``) for the URL :func:`locate` finds.
+def connect(
+    url: str | None = None,
+    *,
+    require_url: bool = False,
+    quiet: bool = False,
+    files: list[ConfigFile] | None = None,
+) -> Any:
+    """A client (``redis.Redis``) for the URL :func:`locate` finds (``files`` as there).
 
     Raises:
         CliError: see :func:`locate`; a malformed URL (status 64).
     """
     from redislock.cli import redact
 
-    found = locate(url, require_url=require_url, quiet=quiet)
+    found = locate(url, require_url=require_url, quiet=quiet, files=files)
     try:
         client: redis.Redis = redis.Redis.from_url(
             found, socket_timeout=10.0, socket_connect_timeout=5.0

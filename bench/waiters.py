@@ -109,6 +109,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import importlib
 import json
 import math
@@ -425,6 +426,7 @@ class AsyncHolder(HolderBase):
     def __init__(self, lib: str, client: redis.asyncio.Redis, name: str, lease: int) -> None:
         super().__init__(lib, lease)
         self.renewer: asyncio.Task[None] | None = None
+        self.stop = asyncio.Event()
         if lib == "redislock":
             self.lk: Any = redislock.AsyncLock(
                 client, name, watchdog_lease=float(lease), on_lost=self.on_lost
@@ -435,8 +437,15 @@ class AsyncHolder(HolderBase):
             raise ValueError(f"library {lib!r} has no asyncio row")
 
     async def _renew_loop(self) -> None:
+        # Stopped by an event, not by cancellation: on Python 3.11 a redis.asyncio command
+        # cancelled in flight may return normally (its send is an asyncio.wait_for, which
+        # drops a cancellation arriving as it completes: CPython gh-86296), and the loop
+        # would go on renewing while hold_and_release waits for it.
         while True:
-            await asyncio.sleep(self.lease / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.lease / 3)
+            if self.stop.is_set():
+                return
             try:
                 await self.lk.extend(self.lease, replace_ttl=True)
             except Exception as exc:
@@ -457,8 +466,9 @@ class AsyncHolder(HolderBase):
     async def hold_and_release(self, release_at_ns: int, deadline_ns: int) -> dict[str, Any]:
         await asyncio.sleep(max(0.0, (release_at_ns - time.monotonic_ns()) / 1e9))
         if self.renewer is not None:
-            self.renewer.cancel()
-            await asyncio.wait([self.renewer])
+            self.stop.set()  # a renewal in flight ends within the client's socket timeout
+            await asyncio.wait([self.renewer], timeout=remaining_s(deadline_ns))
+            self.renewer.cancel()  # only if it is still running at the row's deadline
         rep = self.rep
         rep["t_rel"] = time.monotonic_ns()
         while True:
@@ -622,6 +632,42 @@ async def run_tasks(
     return _finish(list(results), n_names), dict(samples), client, report
 
 
+STUCK_DUMP_S = 5.0  # before the parent gives up on a report: the waiter process says where
+
+
+def _await_chain(coro: Any) -> str:
+    """Where a suspended coroutine waits: its frames down the ``await`` chain, innermost last."""
+    lines: list[str] = []
+    while coro is not None and len(lines) < 12:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            code = frame.f_code
+            lines.append(f"  {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return "\n".join(lines)
+
+
+def _dump_if_stuck(deadline: Any, reported: threading.Event, loops: list[Any]) -> None:
+    """In the waiter process: if it has not reported STUCK_DUMP_S before the parent gives up,
+    print where every thread and asyncio task is (stderr), so a hung row explains itself."""
+    while not deadline.value:  # set by the parent at the start
+        if reported.wait(0.05):
+            return
+    give_up_ns = deadline.value + int((REPORT_GRACE_S - STUCK_DUMP_S) * 1e9)
+    if reported.wait(remaining_s(give_up_ns)):
+        return
+    print("waiter process: no report yet; its threads and tasks:", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    for loop in loops:  # the tasks, one stack per shape with its count
+        with contextlib.suppress(RuntimeError):  # the set changed while we read it
+            shapes: Counter[str] = Counter()
+            for task in list(asyncio.all_tasks(loop)):
+                shapes[_await_chain(task.get_coro())] += 1
+            for shape, count in shapes.most_common():
+                print(f"--- {count} asyncio task(s) at:\n{shape}", file=sys.stderr)
+    sys.stderr.flush()
+
+
 def waiter_main(
     kind: str,
     lib: str,
@@ -651,14 +697,21 @@ def waiter_main(
             default_hook(hook_args)
 
     threading.excepthook = quiet_renewer
+    reported = threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+    threading.Thread(
+        target=_dump_if_stuck, args=(deadline, reported, loops), daemon=True, name="bench-stuck"
+    ).start()
     try:
         cpu = time.process_time()
         if kind == "tasks":
 
             async def main() -> None:
+                loops.append(asyncio.get_running_loop())
                 recs, samples, client, report = await run_tasks(
                     lib, client_kwargs, n, n_names, lease, out_q, go, deadline, shared
                 )
+                reported.set()
                 out_q.put(("done", recs, samples, time.process_time() - cpu, report))
                 await asyncio.get_running_loop().run_in_executor(None, bye.wait, BYE_TIMEOUT_S)
                 with contextlib.suppress(Exception):
@@ -669,6 +722,7 @@ def waiter_main(
             recs, samples, client, report = run_threads(
                 lib, client_kwargs, n, n_names, lease, out_q, go, deadline, shared
             )
+            reported.set()
             out_q.put(("done", recs, samples, time.process_time() - cpu, report))
             bye.wait(BYE_TIMEOUT_S)  # connected until the parent has read INFO stats
             with contextlib.suppress(Exception):

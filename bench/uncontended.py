@@ -74,8 +74,11 @@ RELEASE_LUA = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) else return 0 end"
 )
-GOAL_LOCK = 1.5  # SPEC.md: Lock p50 <= 1.5x the raw two-round-trip pair
-GOAL_ASYNC = 2.0  # SPEC.md: AsyncLock p50 <= 2x the raw pair
+# The goals judged here: p50 against redis-py's sync raw pair. SPEC.md's are stricter (Lock
+# <= 1.5x a plain-socket pair, AsyncLock <= 1.15x redis.asyncio's raw pair), not met, and
+# printed as info lines (info_lines) rather than judged.
+GOAL_LOCK = 1.5  # Lock p50 <= 1.5x the sync raw two-round-trip pair
+GOAL_ASYNC = 2.0  # AsyncLock p50 <= 2x the sync raw pair
 SOCKET_ROW = "raw pair, plain socket (reference)"
 
 SyncPair = Callable[[str], None]
@@ -544,9 +547,11 @@ def info_lines(summaries: list[Summary]) -> list[str]:
     sock, raw_a = by_name[SOCKET_ROW], by_name["raw pair, asyncio"]
     return [
         f"info: against the plain-socket pair ({sock.p50_us:.1f} µs, no client library): "
-        f"Lock {lock.ratio_socket:.2f}x, AsyncLock {alock.ratio_socket:.2f}x",
+        f"Lock {lock.ratio_socket:.2f}x (the specification's goal: <= 1.5x), AsyncLock "
+        f"{alock.ratio_socket:.2f}x",
         f"info: the asyncio raw pair alone is {raw_a.ratio_sync_raw:.2f}x the sync raw pair; "
-        f"AsyncLock is {alock.ratio_async_raw or float('nan'):.2f}x the asyncio raw pair",
+        f"AsyncLock is {alock.ratio_async_raw or float('nan'):.2f}x the asyncio raw pair (the "
+        "specification's goal: <= 1.15x)",
     ]
 
 

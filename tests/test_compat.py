@@ -381,3 +381,18 @@ def test_keys_of_a_drop_in_never_collide_with_redislock_locks() -> None:
     assert keys.fence == ours.fence  # one slot, one counter: "job" and "redislock:{job}"
     other = compat_keys("a{job}b")  # a hash tag: the counter of the tag's slot
     assert key_slot(other.fence) == key_slot("a{job}b") == key_slot("job")
+
+
+def test_a_drop_in_on_a_sentinel_client_knows_it_follows_a_master() -> None:
+    # No I/O: a Sentinel client's pool asks the sentinels only when it first connects.
+    import redis.asyncio.sentinel
+    import redis.sentinel
+
+    sentinels = [("127.0.0.1", 1)]
+    sync_master = redis.sentinel.Sentinel(sentinels).master_for("m")  # type: ignore[no-untyped-call]
+    async_sentinel = redis.asyncio.sentinel.Sentinel(sentinels)  # type: ignore[no-untyped-call]
+    async_master = async_sentinel.master_for("m")
+    assert RedisPyLock(sync_master, "n")._sentinel is True
+    assert AsyncRedisPyLock(async_master, "n")._sentinel is True
+    assert RedisPyLock(redis.Redis(), "n")._sentinel is False
+    assert AsyncRedisPyLock(redis.asyncio.Redis(), "n")._sentinel is False

@@ -10,12 +10,11 @@ from typing import Any, Literal, Self
 
 from redis.exceptions import LockError, LockNotOwnedError
 
-from redislock import _clients
 from redislock._core import validate
 from redislock._core.compat import CompatArgumentError, CompatCore, check_name, lease_lost
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.options import DEFAULT_WATCHDOG_LEASE, LockOptions
-from redislock._handle import Unit
+from redislock._handle import Unit, _follows_sentinel
 from redislock.aio import _flavour, _steps
 from redislock.aio._driver import run
 from redislock.errors import LockConfigError, LockLostError, NotOwnedError
@@ -100,8 +99,7 @@ class AsyncRedisPyLock(_flavour.RedisPyLockBase):
             on_lost=on_lost,
             prefix=prefix,
         )
-        pool = getattr(redis, "connection_pool", None)
-        self._sentinel = isinstance(pool, _clients.SENTINEL_POOLS)
+        self._sentinel = _follows_sentinel(redis)
         super().__init__(
             redis,
             self._name,

@@ -717,3 +717,29 @@ def test_release_failure_is_not_reported_as_success(
     result = cli(cli_env, server.url, "run", "gone", "--", *stop)
     assert result.returncode == 69, result.stderr
     assert "release" in result.stderr
+
+
+def test_a_lease_lost_to_a_dead_redis_is_told_in_plain_words(
+    cli_env: dict[str, str], spawn_server: Callable[..., RedisProcess]
+) -> None:
+    """Redis dies while the command runs: the renewals get no answer (redis-py's default
+    client keeps retrying), `run` stops the command (79) and says what happened, in one line
+    that names --ttl, not the library's TimeoutError."""
+    server = spawn_server()
+    admin = redis.Redis(**server.client_kwargs())
+    proc = start(cli_env, server.url, "run", "dead", "--ttl", "2", "--", "sleep", "30")
+    try:
+        wait_for(lambda: admin.exists(lock_key("dead")) == 1, what="the hold")
+        admin.close()
+        server.kill()
+        status, _, err = finish(proc, timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert status == EXIT_LOST, err
+    assert err.count("was lost") == 1, err
+    # Mostly a renewal still retrying when the lease ran out ("Redis did not answer");
+    # when one had just failed, its ConnectionError is named instead.
+    assert "could not renew within the --ttl 2 s lease: " in err, err
+    assert "TimeoutError" not in err, err

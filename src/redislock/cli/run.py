@@ -389,8 +389,12 @@ def _lost(what: str, name: str, ttl: float, stopped_for: list[float]) -> str:
     reason = lost_reason(name)
     if reason is None:
         return head
-    if reason.startswith("TimeoutError: no answer"):
-        reason = f"Redis did not answer the renewals within the --ttl {ttl:g} s lease"
+    renewal = "could not renew before the lease ran out: "  # the library's words
+    if reason.startswith(renewal):
+        cause = reason.removeprefix(renewal)
+        if cause.startswith("TimeoutError: no answer to the renewal"):
+            cause = "Redis did not answer (it is unreachable, or too slow)"
+        reason = f"could not renew within the --ttl {ttl:g} s lease: {cause}"
     return f"{head}: {reason}"
 
 

@@ -381,6 +381,12 @@ def test_run_with_the_wrong_kind_for_a_name_is_a_usage_error(
             result = cli(cli_env, url, *run_args("mixed", kind), "--", "touch", str(ran))
             assert result.returncode == EXIT_USAGE, result.stderr
             assert "another kind of lock" in result.stderr
+        # The hash kinds share one hash: another kind's hold makes the name busy, even for
+        # a Semaphore with permits to spare (never a second holder of another kind).
+        for kind in ("read", "write", "permit"):
+            result = cli(cli_env, url, *run_args("mixed", kind), "-n", "--", "touch", str(ran))
+            assert result.returncode == EXIT_BUSY, (kind, result.stderr)
+            assert "is busy" in result.stderr
         assert not ran.exists()
 
 

@@ -556,8 +556,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     where.defer_defaults(parser, files)
     args = parser.parse_args(words)
     args.cmd = cmd
-    try:  # only to know which password to hide in messages
-        url = where.resolve(args.url, files=files).url.value
+    at = ""  # " at URL (from SOURCE)" in a connection error: what a cron run really used
+    try:  # also to know which password to hide in messages
+        setting = where.resolve(args.url, files=files).url
+        url = setting.value
+        if url:
+            at = f" at {mask_url(url)} (from {setting.source})"
     except CliError:
         url = args.url or os.environ.get("REDIS_URL")
     _quiet_library_logs()
@@ -577,8 +581,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LockConfigError as exc:
         say(str(exc))
         return EXIT_USAGE
+    except redis.exceptions.AuthenticationError as exc:  # a ConnectionError to redis-py
+        say(f"Redis{at} refused the username or password: {exc}")
+        return EXIT_UNAVAILABLE
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        say(f"cannot reach Redis: {exc}")
+        say(f"cannot reach Redis{at}: {exc}")
         return EXIT_UNAVAILABLE
     except (redis.exceptions.RedisError, RedisLockError) as exc:
         say(f"{type(exc).__name__}: {exc}")

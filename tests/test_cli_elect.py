@@ -7,6 +7,7 @@ and no two CMDs ever run at once."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -88,6 +89,19 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
+def cli_out(url: str, *args: str) -> str:
+    """The standard output of ``redislock --url URL ARGS`` (exit 0 required)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "redislock", "--url", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_three_contenders_one_leader_handover_and_crash(
     redis_server: RedisProcess, tmp_path: Path
 ) -> None:
@@ -126,6 +140,14 @@ def test_three_contenders_one_leader_handover_and_crash(
         time.sleep(0.7)
         assert len(runs(log)) == 1
         assert watcher.leader() == LeaderInfo(first.ident, first.term, "")
+        # An operator sees who leads: inspect (text and JSON) and top name the identity.
+        leads = {"identity": first.ident, "term": first.term, "value": ""}
+        assert json.loads(cli_out(url, "inspect", "jobs", "--json"))["leader"] == leads
+        assert f"election leader {first.ident!r} (term {first.term})" in cli_out(
+            url, "inspect", "jobs"
+        )
+        top = json.loads(cli_out(url, "top", "--once", "--json"))
+        assert [lock["leader"] for lock in top["locks"] if lock["name"] == "jobs"] == [leads]
         # SIGTERM to the leader's redislock: CMD stops, it resigns, another leads at once.
         os.kill(procs[first.ident].pid, signal.SIGTERM)
         sent = time.time()

@@ -31,7 +31,9 @@ from redislock import (
     AsyncReadWriteLock,
     AsyncRLock,
     AsyncSemaphore,
+    Election,
     FairLock,
+    LeaderInfo,
     Lock,
     LockConfigError,
     MultiLock,
@@ -339,6 +341,22 @@ def test_a_semaphore_with_permits(r: redis.Redis) -> None:
     assert info.permits == PermitsInfo(limit=2, used=0)
 
 
+def test_an_election_shows_its_leader(r: redis.Redis) -> None:
+    with Lock(r, "el", ttl=TTL):
+        pass  # the next term is 2
+    contender = Election(r, "el", identity="node-a")
+    with contender.campaign(timeout=5) as term:
+        info = inspect(r, "el")
+        assert (info.kind, info.held, term) == ("lock", True, 2)
+        assert info.leader == LeaderInfo("node-a", 2, "")
+        assert holder_of(info).fencing_token == 2
+        contender.proclaim("10.0.0.7:8080")
+        assert inspect(r, "el").leader == LeaderInfo("node-a", 2, "10.0.0.7:8080")
+    assert inspect(r, "el").leader is None  # resigned: nobody leads
+    with Lock(r, "plain", ttl=TTL):
+        assert inspect(r, "plain").leader is None  # not an election
+
+
 def test_multilock_names_are_plain_locks_of_one_holder(r: redis.Redis) -> None:
     names = ["m:a", "m:b", "m:c"]
     with Lock(r, "m:b", ttl=TTL):
@@ -484,9 +502,21 @@ def test_decode_reply_reads_resp3_false_as_nil() -> None:
     token = "a" * 32
     value = encode_lock_value(token, "h|1|1700000000000")
     reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000, False]
-    info = decode_reply("n", key("n"), reply)
+    info = decode_reply("n", key("n"), [*reply, False])
     assert (info.kind, info.fencing_counter, info.permits, info.ttl) == ("lock", 0, None, 5.0)
     assert holder_of(info).token_tag == token_tag(token)
+    assert info.leader is None
+
+
+def test_decode_reply_trusts_a_leader_key_of_the_holders_term_only() -> None:
+    value = encode_lock_value("a" * 32, "h|1|1700000000000", 7)
+    reply = ["string", value, [], 5000, "7", 0, 0, None, [], [], 1_700_000_000_000, None]
+    info = decode_reply("n", key("n"), [*reply, "7|node-a|10.0.0.7:8080"])
+    assert info.leader == LeaderInfo("node-a", 7, "10.0.0.7:8080")
+    for stale in ("6|node-a|x", "7||x", "garbage"):  # an earlier term's key, or not ours
+        assert decode_reply("n", key("n"), [*reply, stale]).leader is None
+    free: list[Any] = ["none", None, [], -2, "7", 0, 0, None, [], [], 1_700_000_000_000, None]
+    assert decode_reply("n", key("n"), [*free, "7|node-a|x"]).leader is None  # nobody holds
 
 
 # ------------------------------------------------------------------ asyncio

@@ -29,7 +29,8 @@ from tests.scriptcases import (
     waiting,
 )
 
-INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, K.legacy_fence)
+LEADER = K.lock + ":leader"  # an Election's leader key
+INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, K.legacy_fence, LEADER)
 
 CASES = [
     # inspect.lua: reads every key of a name, writes nothing (the after checks and the
@@ -39,7 +40,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None],
+        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None, None],
     ),
     Case(
         "inspect-lock-with-waiter-marker",
@@ -59,6 +60,7 @@ CASES = [
             [],
             Clock(0, SLACK),
             None,
+            None,
         ],
         setup=[held(), ("SET", K.fence, 3), marker(K.wait)],
         after=[(("GET", K.lock), f"{TOKEN}|1|{META}"), (("GET", K.fence), "3")],
@@ -68,7 +70,21 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["string", f"{TOKEN}|1|{META}", [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None],
+        [
+            "string",
+            f"{TOKEN}|1|{META}",
+            [],
+            -1,
+            None,
+            0,
+            0,
+            None,
+            [],
+            [],
+            Clock(0, SLACK),
+            None,
+            None,
+        ],
         setup=[held(px=None)],
     ),
     Case(
@@ -89,6 +105,7 @@ CASES = [
             [],
             Clock(0, SLACK),
             "12",
+            None,
         ],
         setup=[held(fence=None), ("SET", K.fence, 3), ("SET", K.legacy_fence, 12)],
         after=[(("GET", K.legacy_fence), "12")],  # read only: moved by the next acquisition
@@ -110,6 +127,7 @@ CASES = [
             [],
             [],
             Clock(0, SLACK),
+            None,
             None,
         ],
         setup=[
@@ -141,6 +159,7 @@ CASES = [
             [THIRD, Clock(-5, -5), OTHER, Clock(1000, 1000)],
             Clock(0, SLACK),
             None,
+            None,
         ],
         setup=[
             held(),
@@ -155,9 +174,32 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None],
+        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None, None],
         setup=[("RPUSH", K.lock, "x")],
         after=[(("LRANGE", K.lock, 0, -1), ["x"])],
+    ),
+    Case(
+        "inspect-an-election-reads-its-leader-key",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "string",
+            f"{TOKEN}|1|{META}",
+            [],
+            Between(5000 - SLACK, 5000),
+            "1",
+            0,
+            0,
+            None,
+            [],
+            [],
+            Clock(0, SLACK),
+            None,
+            "1|node-a|10.0.0.7:8080",
+        ],
+        setup=[held(), ("SET", K.fence, 1), ("SET", LEADER, "1|node-a|10.0.0.7:8080", "PX", 20000)],
+        after=[(("GET", LEADER), "1|node-a|10.0.0.7:8080")],
     ),
 ]
 

@@ -74,6 +74,10 @@ OBSERVE_RECHECK: Final = 5.0
 by hand publishes nothing); an observer also re-reads when the leader's lease would end."""
 
 
+LEADER_SUFFIX: Final = ":leader"
+"""The leader key is the lock key plus this (the same hash slot: the lock key's hash tag)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LeaderInfo:
     """The current leader of an election, as advertised.
@@ -164,7 +168,7 @@ class ElectionCore(FairCore):
 
     def __post_init__(self) -> None:
         FairCore.__post_init__(self)
-        self.leader_key = self.keys.lock + ":leader"
+        self.leader_key = self.keys.lock + LEADER_SUFFIX
         self._keys2 = (self.keys.lock, self.leader_key)
 
     # ------------------------------------------------------------------ flows

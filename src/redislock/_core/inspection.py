@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from redislock._core import validate
 from redislock._core.codec import decode_hold_value, decode_lock_value, permit_id, token_tag
+from redislock._core.election import LEADER_SUFFIX, LeaderInfo
 from redislock._core.keys import FairKeys, HoldKeys, LockKeys
 from redislock._core.ops import Eval, Flow, as_int, as_str
 from redislock._core.scripts import SCRIPTS
@@ -138,6 +139,9 @@ class LockInfo:
         readers_waiting: a ReadWriteLock reader waits.
         permits: a Semaphore's permits; None for the other kinds.
         unknown_fields: hash fields not written by redislock (a hold kind's key).
+        leader: the leader an ``Election`` of this name advertises (identity, term, value),
+            when its term is the current holder's fencing token; None otherwise (not an
+            election, nobody leads, or a leader key left by an earlier term).
     """
 
     name: str
@@ -153,6 +157,7 @@ class LockInfo:
     readers_waiting: bool = False
     permits: PermitsInfo | None = None
     unknown_fields: int = 0
+    leader: LeaderInfo | None = None
 
 
 def inspection_flow(name: Any, prefix: Any) -> Flow[LockInfo]:
@@ -179,10 +184,11 @@ def _inspect(name: str, keys: LockKeys) -> Flow[LockInfo]:
             fkeys.queue,
             fkeys.leases,
             keys.legacy_fence,
+            keys.lock + LEADER_SUFFIX,
         ),
         (),
     )
-    if not isinstance(reply, list) or len(reply) != 12:
+    if not isinstance(reply, list) or len(reply) != 13:
         raise UnexpectedReplyError(f"inspect replied {reply!r}")
     return decode_reply(name, keys.lock, reply)
 
@@ -207,6 +213,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         leases,
         now,
         old,
+        advertised,
     ) = reply
     legacy = 0 if _absent(old) else as_int(old)
     key_type = as_str(key_type_raw)
@@ -257,7 +264,19 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
     waiters = _queue(queue, leases, now_ms)
     base["waiting"] = base["waiting"] or bool(waiters)
     kind = "fair" if queue else "lock" if exists else "none"
-    return LockInfo(**base, kind=kind, held=exists, holders=holders, queue=waiters)
+    leader = _leader(advertised, holders[0].fencing_token) if holders else None
+    return LockInfo(**base, kind=kind, held=exists, holders=holders, queue=waiters, leader=leader)
+
+
+def _leader(raw: Any, term: int) -> LeaderInfo | None:
+    """The advertised leader if the leader key is of the holder's term (as ``decode_read``)."""
+    if _absent(raw):
+        return None
+    got, _, rest = as_str(raw).partition("|")
+    identity, _, value = rest.partition("|")
+    if got != str(term) or not identity:
+        return None
+    return LeaderInfo(identity, term, value)
 
 
 def _holds(fields: list[Any], now_ms: int) -> tuple[tuple[HoldInfo, ...], int]:

@@ -36,6 +36,9 @@ def _print_text(name: str, info: dict[str, Any]) -> None:
         return
     if info["held"]:
         print(f"  ttl: {info['ttl']} s")
+    if info.get("leader"):
+        value = info["leader"]["value"]
+        print(f"  leader's value: {value!r}" if value else "  leader's value: none proclaimed")
     # the slot's counter, shared by the names of the slot: the next token is greater
     print(
         f"  fencing counter: {info['fencing_counter']} (its hash slot's; the next token is greater)"

@@ -101,6 +101,12 @@ def as_json(info: LockInfo) -> dict[str, Any]:
             "acquired_at": _iso(h.acquired_at),
             "token_tag": h.token_tag,
         }
+    if info.leader is not None:  # an Election's lock: who leads, as Election.leader() says
+        out["leader"] = {
+            "identity": info.leader.identity,
+            "term": info.leader.term,
+            "value": info.leader.value,
+        }
     if info.kind == "fair":
         out["queue"] = [
             {"position": w.position, "token_tag": w.token_tag, "lease_remaining": w.lease_remaining}
@@ -116,8 +122,10 @@ def holder_text(info: dict[str, Any]) -> str:
         return "free"
     if h is None:
         return "held (not by redislock: unknown value format)"
+    leader = info.get("leader")
+    leads = f"election leader {leader['identity']!r} (term {leader['term']}), " if leader else ""
     return (
-        f"held by {h['host']} pid {h['pid']} since {h['acquired_at']}, "
+        f"{leads}held by {h['host']} pid {h['pid']} since {h['acquired_at']}, "
         f"fencing token {h['fencing_token']}, token ~{h['token_tag']}"
     )
 

@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.table import Table
 
 from redislock._core.keys import LockKeys
-from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json
+from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, plural
 from redislock.inspection import inspect
 
 __all__ = ["scan_names", "snapshot", "top_command"]
@@ -126,8 +126,9 @@ def _waiters(lock: dict[str, Any]) -> str:
 def table(snap: dict[str, Any]) -> Table:
     """The snapshot as a ``rich`` table: a row per lock, one line per holder."""
     shown = f"{snap['prefix']}{{{snap['match']}}}"
+    count = plural(len(snap["locks"]), "lock")
     t = Table(
-        title=f"redislock top: {len(snap['locks'])} locks under {shown}  ({snap['time']})",
+        title=f"redislock top: {count} under {shown}  ({snap['time']})",
         box=box.SIMPLE_HEAD,
     )
     for col, right in (
@@ -151,6 +152,8 @@ def table(snap: dict[str, Any]) -> Table:
                 f"{h['host']} pid {h['pid']}" + ("" if h["role"] == "holder" else f" ({h['role']})")
                 for h in holders
             )
+            if lock.get("leader"):  # an Election: its leader's identity first
+                who = f"leader {lock['leader']['identity']}: {who}"
         t.add_row(
             lock["name"],
             KIND_LABELS[lock["kind"]],

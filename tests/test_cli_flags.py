@@ -194,6 +194,9 @@ def test_shell_command_with_c(
     none = cli(cli_env, url, "run", "sh")
     assert none.returncode == EXIT_USAGE
     assert "needs a command after NAME" in none.stderr
+    for result in (both, none):  # run's own usage line, not the top-level one
+        assert result.stderr.startswith("usage: redislock run "), result.stderr
+        assert "redislock run: error: " in result.stderr
     assert admin.exists(lock_key("sh")) == 0
 
 

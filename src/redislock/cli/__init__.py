@@ -651,10 +651,11 @@ def _dispatch(
         )
         return made
 
+    own = _subparser(parser, args.command) or parser  # its usage line in an error
     cmd: list[str] = []
     hold: dict[str, Any] = {}
     if args.command in _WITH_CMD:
-        cmd = _command_of(args, parser)
+        cmd = _command_of(args, own)
         _check_lease(args)
         hold = {
             "ttl": args.ttl,
@@ -695,9 +696,9 @@ def _dispatch(
         from redislock.cli.top import top_command
 
         if args.count is not None and args.count < 1:
-            parser.error("--count must be at least 1")
+            own.error("--count must be at least 1")
         if args.interval <= 0:
-            parser.error("--interval must be > 0 seconds")
+            own.error("--interval must be > 0 seconds")
         single = client()
         top_client: redis.Redis | redis.cluster.RedisCluster = single
         if args.cluster:
@@ -726,7 +727,7 @@ def _dispatch(
         from redislock.cli.demo import run_demo
 
         if args.workers < 1:
-            parser.error("--workers must be at least 1")
+            own.error("--workers must be at least 1")
         # Starts the embedded server once, before the workers race.
         found = where.locate(args.url, require_url=args.require_url, quiet=args.quiet, files=files)
         return run_demo(found, workers=args.workers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -145,6 +146,25 @@ def test_once_table_and_live_refreshes(redis_server: RedisProcess, held: dict[st
     assert live.returncode == 0, live.stderr
     assert time.monotonic() - started >= 0.4  # two waits between three refreshes
     assert "jobs:sem" in live.stdout
+
+
+def test_the_table_fits_80_columns_with_each_holder_on_its_own_line(
+    redis_server: RedisProcess, held: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pipe or cron's mail gets 80 columns: the numbers keep their headers and each
+    holder's numbers stay on its line (two permits of the Semaphore: two rows)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    done = top(redis_server.url, "--once")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80, done.stdout
+    header = next(line for line in lines if " kind " in line)
+    assert header.split() == ["name", "kind", "holder", "held", "s", "lease", "s", "waiters",
+                              "fencing"], header  # fmt: skip
+    holder_rows = [line for line in lines if re.search(r"pid \d+", line)]
+    assert len(holder_rows) == 6, done.stdout  # lock, rlock, reader, 2 permits, fair
+    for line in holder_rows:  # held s and lease s on the holder's own line
+        assert re.search(r"pid \d+\b.*\s\d+\.\d\s+\d+\.\d\b", line), line
 
 
 def test_a_released_lock_leaves_the_view(redis_server: RedisProcess, admin: redis.Redis) -> None:

@@ -131,38 +131,37 @@ def table(snap: dict[str, Any]) -> Table:
         title=f"redislock top: {count} under {shown}  ({snap['time']})",
         box=box.SIMPLE_HEAD,
     )
-    for col, right in (
-        ("name", False),
-        ("kind", False),
-        ("holder", False),
-        ("held for s", True),
-        ("lease left s", True),
-        ("waiters", True),
-        ("fencing", True),
-    ):
-        t.add_column(col, justify="right" if right else "left", no_wrap=not right)
+    # At 80 columns (a pipe, cron's mail) the numbers keep their width and headers; the
+    # text columns fold long names and holders onto more lines instead.
+    for col, wide in (("name", 10), ("kind", 9), ("holder", 12)):
+        t.add_column(col, min_width=wide, overflow="fold")
+    for col in ("held s", "lease s", "waiters", "fencing"):
+        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for lock in snap["locks"]:
+        head = [lock["name"], KIND_LABELS[lock["kind"]]]
+        tail = [_waiters(lock), str(lock["fencing_counter"])]
         holders = lock["holders"]
-        if lock["kind"] == "foreign":
-            who = f"a Redis {lock['type']}, not a lock"
-        elif not holders:
-            who = "free" if not lock["held"] else "held (value not redislock's)"
-        else:
-            who = "\n".join(
-                f"{h['host']} pid {h['pid']}" + ("" if h["role"] == "holder" else f" ({h['role']})")
-                for h in holders
+        if not holders:  # one row: nobody holds it (or not with redislock's values)
+            if lock["kind"] == "foreign":
+                who = f"a Redis {lock['type']}, not a lock"
+            else:
+                who = "free" if not lock["held"] else "held (value not redislock's)"
+            t.add_row(*head, who, "-", _seconds(lock["ttl"]), *tail)
+            continue
+        for n, h in enumerate(holders):  # a row per holder: its numbers stay on its line
+            who = f"{h['host']} pid {h['pid']}" + (
+                "" if h["role"] == "holder" else f" ({h['role']})"
             )
-            if lock.get("leader"):  # an Election: its leader's identity first
+            if n == 0 and lock.get("leader"):  # an Election: its leader's identity first
                 who = f"leader {lock['leader']['identity']}: {who}"
-        t.add_row(
-            lock["name"],
-            KIND_LABELS[lock["kind"]],
-            who,
-            "\n".join(_seconds(h["held_for"]) for h in holders) or "-",
-            "\n".join(_seconds(h["lease_remaining"]) for h in holders) or _seconds(lock["ttl"]),
-            _waiters(lock),
-            str(lock["fencing_counter"]),
-        )
+            first = n == 0
+            t.add_row(
+                *(head if first else ["", ""]),
+                who,
+                _seconds(h["held_for"]),
+                _seconds(h["lease_remaining"]),
+                *(tail if first else ["", ""]),
+            )
     return t
 
 

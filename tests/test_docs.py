@@ -14,8 +14,8 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -323,6 +323,7 @@ def scheduled_programs(text: str) -> list[str]:
     """How the cron lines and systemd ``ExecStart=`` lines of a Markdown page that run
     redislock name the program (``redislock``, ``/usr/local/bin/redislock``, ...)."""
     found: list[str] = []
+    starts: tuple[int, ...]
     for lang, body in _FENCE.findall(text):
         for line in _logical_lines(body):
             if not line or line.startswith("#"):
@@ -417,6 +418,21 @@ def test_cron_and_systemd_lines_name_redislock_by_an_absolute_path() -> None:
     programs = [prog for page in _PAGES for prog in scheduled_programs(page.read_text())]
     assert len(programs) >= 5, programs  # README and command-line.md: cron + ExecStart; howto
     assert all(prog.startswith("/") for prog in programs), programs
+
+
+def test_every_exit_status_of_the_help_is_in_the_command_line_page() -> None:
+    """The exit statuses that ``--help`` lists (``server status``'s 3 among them) are all in
+    the table of docs/command-line.md, and ``server --help`` says when status exits 3."""
+    from redislock.cli import EXIT_CODES
+
+    codes = re.findall(r"^  (\d+) ", EXIT_CODES, re.M)
+    assert {"0", "1", "3", "64", "69", "75", "78", "79", "126", "127"} <= set(codes)
+    page = (ROOT / "docs" / "command-line.md").read_text()
+    table = "\n".join(line for line in page.splitlines() if line.startswith("| "))
+    for code in codes:
+        assert re.search(rf"^\| (\d+ / )?{code}( / \d+)? \|", table, re.M), code
+    server = _hook().subcommands(_parser())["server"]
+    assert "status exits 3 when the embedded server is not running" in server.format_help()
 
 
 def test_the_docs_show_enough_cli_lines_to_check() -> None:

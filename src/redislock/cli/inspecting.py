@@ -35,7 +35,8 @@ def _print_text(name: str, info: dict[str, Any]) -> None:
     if kind == "foreign":
         return
     if info["held"]:
-        print(f"  ttl: {info['ttl']} s")
+        ttl = info["ttl"]
+        print(f"  ttl: {ttl} s" if ttl is not None else "  ttl: none (the key never expires)")
     # the slot's counter, shared by the names of the slot: the next token is greater
     print(
         f"  fencing counter: {info['fencing_counter']} (its hash slot's; the next token is greater)"

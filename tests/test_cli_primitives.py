@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -831,7 +832,7 @@ def test_release_force_refuses_a_key_redislock_did_not_write(
         assert status == EXIT_USAGE, (name, err)
         assert out == ""
         assert f"{lock_key(name)} holds {what}: not touched" in err, err
-        assert f"redis-cli DEL '{lock_key(name)}'" in err
+        assert f"redis-cli DEL {shlex.quote(lock_key(name))})" in err
         assert "released" not in out + err
         assert admin.dump(lock_key(name)) == before  # not touched
     admin.hdel(lock_key("force:mixed"), "someone-else")  # (hold.lua refuses such a hash too)

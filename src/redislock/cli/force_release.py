@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import redis
@@ -65,7 +66,7 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         raise CliError(
             f"{info['key']} holds {foreign}: not touched (`release --force` deletes only "
             f"what redislock wrote; if you really mean to delete this key: "
-            f"redis-cli DEL '{info['key']}')",
+            f"redis-cli DEL {shlex.quote(info['key'])})",
             EXIT_USAGE,
         )
     if kind in HOLD_KINDS:  # every hold goes; every kind of waiter is woken

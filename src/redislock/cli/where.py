@@ -407,7 +407,7 @@ def _text(value: str | float | bool | None, name: str) -> str:
         return f"{value:g}"
     if value is None:
         return "forever" if name == "wait" else "-"
-    return value
+    return value or "-"
 
 
 def config_command(settings: Settings, *, as_json_output: bool) -> int:

@@ -88,9 +88,9 @@ def test_prefix_require_url_and_defaults_precedence(cli_env: dict[str, str]) -> 
     user, system = user_file(env), system_file(env)
     got = config_json(env)
     assert got["prefix"] == {"value": "redislock:", "source": "default"}
-    assert got["require_url"] == {"value": "false", "source": "default"}
-    assert got["ttl"] == {"value": "30", "source": "default"}
-    assert got["wait"] == {"value": "forever", "source": "default"}
+    assert got["require_url"] == {"value": False, "source": "default"}
+    assert got["ttl"] == {"value": 30, "source": "default"}
+    assert got["wait"] == {"value": None, "source": "default"}  # null: no limit
 
     system.write_text(
         'url = "redis://h:1/0"\nprefix = "sys:"\nrequire_url = true\n'
@@ -99,24 +99,54 @@ def test_prefix_require_url_and_defaults_precedence(cli_env: dict[str, str]) -> 
     user.write_text('prefix = "usr:"\nrequire_url = false\n[defaults]\nttl = 50\n')
     got = config_json(env)
     assert got["prefix"] == {"value": "usr:", "source": f"user file {user}"}
-    assert got["require_url"] == {"value": "false", "source": f"user file {user}"}
-    assert got["ttl"] == {"value": "50", "source": f"user file {user}"}
-    assert got["wait"] == {"value": "3", "source": f"system file {system}"}
-    assert got["grace"] == {"value": "4", "source": f"system file {system}"}
+    assert got["require_url"] == {"value": False, "source": f"user file {user}"}
+    assert got["ttl"] == {"value": 50, "source": f"user file {user}"}
+    assert got["wait"] == {"value": 3, "source": f"system file {system}"}
+    assert got["grace"] == {"value": 4, "source": f"system file {system}"}
 
     env["REDISLOCK_PREFIX"] = "env:"
     env["REDISLOCK_REQUIRE_URL"] = "1"
     got = config_json(env)
     assert got["prefix"] == {"value": "env:", "source": "env REDISLOCK_PREFIX"}
-    assert got["require_url"] == {"value": "true", "source": "env REDISLOCK_REQUIRE_URL"}
+    assert got["require_url"] == {"value": True, "source": "env REDISLOCK_REQUIRE_URL"}
 
     env["REDISLOCK_REQUIRE_URL"] = "0"  # the environment can also lift a file's require_url
     user.write_text("require_url = true\n")
     got = config_json(env, "--prefix", "flag:")
     assert got["prefix"] == {"value": "flag:", "source": "flag --prefix"}
-    assert got["require_url"] == {"value": "false", "source": "env REDISLOCK_REQUIRE_URL"}
+    assert got["require_url"] == {"value": False, "source": "env REDISLOCK_REQUIRE_URL"}
     got = config_json(env, "--require-url")
-    assert got["require_url"] == {"value": "true", "source": "flag --require-url"}
+    assert got["require_url"] == {"value": True, "source": "flag --require-url"}
+
+
+def test_config_json_values_are_typed_and_the_text_keeps_its_words(
+    cli_env: dict[str, str],
+) -> None:
+    """`config --json` gives a boolean, numbers (seconds) and null (no wait limit, or no
+    URL when refused), not their text; the text output still says true, 30, forever, -."""
+    env = dict(cli_env)
+    user_file(env).write_text(
+        'url = "redis://h:1/0"\nrequire_url = true\n[defaults]\nttl = 2.5\ngrace = 7\n'
+    )
+    got = config_json(env)
+    assert got["url"]["value"] == "redis://h:1/0"
+    assert got["prefix"]["value"] == "redislock:"
+    assert got["require_url"]["value"] is True
+    assert got["ttl"]["value"] == 2.5
+    assert type(got["grace"]["value"]) in (int, float)  # a JSON number, not "7"
+    assert got["grace"]["value"] == 7
+    assert got["wait"]["value"] is None
+    text = cli(env, None, "config").stdout
+    lines = {line.split()[0]: line.split()[1] for line in text.splitlines()}
+    assert (lines["require_url"], lines["ttl"], lines["grace"]) == ("true", "2.5", "7")
+    assert lines["wait"] == "forever"
+
+    user_file(env).write_text("require_url = true\n")  # no URL anywhere: refused
+    result = cli(env, None, "config", "--json")
+    assert result.returncode == EXIT_UNAVAILABLE
+    assert json.loads(result.stdout)["url"]["value"] is None
+    result = cli(env, None, "config")
+    assert result.stdout.splitlines()[0].split()[:2] == ["url", "-"]
 
 
 def test_run_uses_the_file_url_prefix_and_ttl(
@@ -175,7 +205,7 @@ def test_file_defaults_show_in_help_and_wait_forever_overrides_a_file_wait(
         assert finish(holder)[0] == 0
 
     user.write_text(f'url = "{redis_server.url}"\n[defaults]\nwait = inf\n')
-    assert config_json(env)["wait"] == {"value": "forever", "source": f"user file {user}"}
+    assert config_json(env)["wait"] == {"value": None, "source": f"user file {user}"}
     assert flat(f"here forever (user file {user})") in help_of("once")
     assert cli(env, None, "run", "job", "-w", "INF", "true").returncode == 0
     bad = cli(env, None, "run", "job", "-w", "never", "true")

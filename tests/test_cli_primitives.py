@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -808,6 +809,77 @@ def test_release_force_of_a_plain_lock_still_works(
     assert not lock.owned()
     admin.sadd(lock_key("force:odd"), "x")
     status, _, err = in_process(capsys, ["--url", url, "release", "force:odd", "--force"])
-    assert status == 1
+    assert status == EXIT_USAGE
     assert "not a redislock lock: not touched" in err
     assert admin.exists(lock_key("force:odd")) == 1
+
+
+def test_release_force_refuses_a_key_redislock_did_not_write(
+    url: str, admin: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A string that is not a lock value, or a hash with fields that are not holds (alone or
+    next to a live hold), is left alone: exit 64, the key named with `redis-cli DEL` as the
+    way if really meant; inspect calls the same string "not by redislock"."""
+    rw = ReadWriteLock(admin, "force:mixed")
+    hold = rw.read()
+    assert hold.acquire(timeout=5)
+    admin.hset(lock_key("force:mixed"), "someone-else", "not a hold")
+    admin.set(lock_key("force:str"), "just a value", ex=600)
+    admin.hset(lock_key("force:hash"), mapping={"a": "1", "b": "2"})
+    assert "held (not by redislock: unknown value format)" in inspect_text(capsys, url, "force:str")
+    cases = {
+        "force:str": "a string that is not a redislock lock value",
+        "force:hash": "a hash with 2 hash fields not written by redislock",
+        "force:mixed": "a hash with 1 hash field not written by redislock",
+    }
+    for name, what in cases.items():
+        before = admin.dump(lock_key(name))
+        status, out, err = in_process(capsys, ["--url", url, "release", name, "--force"])
+        assert status == EXIT_USAGE, (name, err)
+        assert out == ""
+        assert f"{lock_key(name)} holds {what}: not touched" in err, err
+        assert f"redis-cli DEL {shlex.quote(lock_key(name))})" in err
+        assert "released" not in out + err
+        assert admin.dump(lock_key(name)) == before  # not touched
+    admin.hdel(lock_key("force:mixed"), "someone-else")  # (hold.lua refuses such a hash too)
+    assert hold.owned()  # its hold is still there
+    hold.release()
+
+
+def test_release_force_still_works_for_a_lock_without_a_ttl(
+    url: str, admin: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A redislock lock whose key lost its TTL (PERSIST by hand) is still redislock's: inspect
+    says it never expires (not "None s"), and release --force deletes it."""
+    lock = Lock(admin, "force:persist", ttl=60)
+    assert lock.acquire(timeout=5)
+    assert admin.persist(lock_key("force:persist")) == 1
+    text = inspect_text(capsys, url, "force:persist")
+    assert "  ttl: none (the key never expires)\n" in text
+    assert "None" not in text
+    assert inspect_json(capsys, url, "force:persist")["ttl"] is None
+    status, out, err = in_process(capsys, ["--url", url, "release", "force:persist", "--force"])
+    assert status == 0, err
+    assert out.startswith("released lock 'force:persist' (held by ")
+    assert admin.exists(lock_key("force:persist")) == 0
+    assert not lock.owned()
+
+
+def test_inspect_says_permit_and_permits(
+    url: str, admin: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sem = Semaphore(admin, "one-gpu", permits=4)
+    permit = sem.acquire(timeout=5)
+    try:
+        first = inspect_text(capsys, url, "one-gpu").splitlines()[0]
+        assert first.endswith(": 1 permit held"), first
+        sem.set_permits(1)
+        first = inspect_text(capsys, url, "one-gpu").splitlines()[0]
+        assert first.endswith(": 1 of 1 permit held"), first
+        sem.set_permits(4)
+        first = inspect_text(capsys, url, "one-gpu").splitlines()[0]
+        assert first.endswith(": 1 of 4 permits held"), first
+    finally:
+        permit.release()
+    first = inspect_text(capsys, url, "one-gpu").splitlines()[0]
+    assert first.endswith(": 0 of 4 permits held"), first

@@ -14,11 +14,13 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import redis
 
 from redislock.cli import _command_of, _parser, _split_command, where
 
@@ -159,12 +161,82 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert "fencing_token" in api
     frameworks = (site / "howto-frameworks" / "index.html").read_text()
     assert "LockDependency" in frameworks  # examples/ included, not copied
+    # mkdocs --strict checks that a linked page exists, not its #anchor: check each here
+    links = 0
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for target, anchor in re.findall(r"\]\(([\w-]*)(?:\.md)?#([\w-]+)\)", page.read_text()):
+            stem = target or page.stem
+            html = site / ("index.html" if stem == "index" else f"{stem}/index.html")
+            assert f'id="{anchor}"' in html.read_text(), (page.name, target, anchor)
+            links += 1
+    assert links >= 5, links
+
+
+# The library snippets a newcomer runs first work on a machine without Redis.
+
+_PYTHON = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + len(heading) + 2)
+    return text[start : end if end >= 0 else len(text)]
+
+
+@pytest.fixture
+def private_runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A private runtime dir for the embedded server (stopped and removed afterwards)."""
+    from tests.test_cli import private_cli_env
+
+    yield from private_cli_env(monkeypatch)
+
+
+def test_the_first_library_snippets_run_without_a_redis(private_runtime: dict[str, str]) -> None:
+    """getting-started's and the README's first library snippets, run as shown, with the
+    reader's ``build_report`` and ``store``: the lock is held (by redislock, with a fencing
+    token) while ``store`` runs, and released after; the embedded server is the only Redis."""
+    from redislock.server import embedded_status, ensure_embedded
+
+    started = (ROOT / "docs/getting-started.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    snippets = [
+        _PYTHON.findall(_section(started, "## The library in a few lines"))[0],
+        _PYTHON.findall(_section(readme, "## The library"))[0],
+        *[s for s in _PYTHON.findall(readme) if "ensure_embedded" in s],
+    ]
+    snippets = list(dict.fromkeys(snippets))
+    assert len(snippets) == 3, snippets
+    assert embedded_status() is None  # nothing running yet in the private runtime dir
+    stored: list[tuple[str, int, int]] = []
+    try:
+        for snippet in snippets:
+            assert "ensure_embedded()" in snippet, snippet  # never redis.Redis() (localhost)
+
+            def store(report: str, *, fence: int) -> None:
+                probe = redis.Redis.from_url(ensure_embedded())
+                held = probe.exists("redislock:{nightly-report}")
+                stored.append((report, fence, held))
+                probe.close()
+
+            namespace: dict[str, Any] = {"build_report": lambda: "report", "store": store}
+            exec(compile(snippet, "<snippet>", "exec"), namespace)
+        assert [s[0] for s in stored] == ["report", "report"]  # the last snippet has `...`
+        assert all(held == 1 and fence >= 1 for _, fence, held in stored), stored
+        assert stored[1][1] > stored[0][1]  # each acquisition a greater token
+        after = redis.Redis.from_url(ensure_embedded())
+        assert after.exists("redislock:{nightly-report}") == 0  # released at the end
+        after.close()
+    finally:
+        from redislock.server import stop_embedded
+
+        stop_embedded()
 
 
 # Every `redislock ...` line the docs show must parse with the real CLI parser.
 
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
-_INLINE = re.compile(r"(?<!`)`(redislock [^`]+)`(?!`)")
+_PROGRAM = r"(?:[\w.+-]*/)*redislock"  # redislock, /usr/local/bin/redislock, venv/bin/redislock
+_INLINE = re.compile(rf"(?<!`)`({_PROGRAM} [^`]+)`(?!`)")
 _OPTIONAL = re.compile(r"\[(-[^\[\]]*)\]")  # [--json], [--match 'night*']: an optional part
 _CHOICE = re.compile(r"^[a-z]+(\|[a-z]+)+$")  # status|start|stop: one of
 _SHELL_END = re.compile(r"^(\||\|\||&&|;|&|\d*[<>].*)$")  # a pipe, a list, a redirection
@@ -233,7 +305,7 @@ def doc_cli_lines(text: str) -> list[list[str]]:
                 add(line.removeprefix("ExecStart=").lstrip("-@+!"))
     prose = _FENCE.sub("", text).splitlines()
     for i, line in enumerate(prose):
-        if re.match(r"^ {4}(\$ )?redislock ", line):
+        if re.match(rf"^ {{4}}(\$ )?{_PROGRAM} ", line):
             command, j = line, i
             while command.endswith("\\") and j + 1 < len(prose):  # continued on the next line
                 j += 1
@@ -244,6 +316,30 @@ def doc_cli_lines(text: str) -> list[list[str]]:
         words = span.split()  # `redislock NAME ...`: a subcommand or a likely misspelling
         if len(words) >= 3 and difflib.get_close_matches(words[1], subcommands, cutoff=0.6):
             add(" ".join(words))
+    return found
+
+
+def scheduled_programs(text: str) -> list[str]:
+    """How the cron lines and systemd ``ExecStart=`` lines of a Markdown page that run
+    redislock name the program (``redislock``, ``/usr/local/bin/redislock``, ...)."""
+    found: list[str] = []
+    starts: tuple[int, ...]
+    for lang, body in _FENCE.findall(text):
+        for line in _logical_lines(body):
+            if not line or line.startswith("#"):
+                continue
+            if lang == "cron" and not re.match(r"^[A-Z_]+=", line):
+                fields = shlex.split(line, comments=True)
+                starts = (1, 2) if line.startswith("@") else (5, 6)  # with a user or not
+            elif lang == "ini" and line.startswith("ExecStart="):
+                fields = shlex.split(line.removeprefix("ExecStart=").lstrip("-@+!"))
+                starts = (0,)
+            else:
+                continue
+            for start in starts:
+                if len(fields) > start and fields[start].rsplit("/", 1)[-1] == "redislock":
+                    found.append(fields[start])
+                    break
     return found
 
 
@@ -276,18 +372,32 @@ def test_parse_cli_rejects_what_redislock_rejects(capsys: pytest.CaptureFixture[
             parse_cli(bad)
         assert caught.value.code == 64, bad
     capsys.readouterr()
-    sample = "```sh\nredislock list [--json]  # x\nredislock server status|stop\n```\n"
-    sample += "```cron\n15 2 * * *  report  redislock run job -n -- ./a.sh >/dev/null\n```\n"
+    sample = "```sh\nredislock list [--json]  # x\nredislock server status|stop\n"
+    sample += "/usr/local/bin/redislock top --once\n```\n"
+    sample += "```cron\n15 2 * * *  report  redislock run job -n -- ./a.sh >/dev/null\n"
+    sample += "@daily  /opt/venv/bin/redislock once job --period 86400 ./a.sh\n```\n"
     sample += "```ini\nExecStart=/usr/bin/redislock run job -w 5 ./a.sh\n```\n"
-    sample += "Inline: `redislock inspect job --json`, not `redislock run`.\n"
+    sample += "Inline: `redislock inspect job --json`, not `redislock run`;\n"
+    sample += "`/usr/local/bin/redislock list --json` and `venv/bin/redislock config --json`.\n"
+    sample += "    /usr/local/bin/redislock release job --force\n"
     assert doc_cli_lines(sample) == [
         ["list"],
         ["list", "--json"],
         ["server", "status"],
         ["server", "stop"],
+        ["top", "--once"],
         ["run", "job", "-n", "--", "./a.sh"],
+        ["once", "job", "--period", "86400", "./a.sh"],
         ["run", "job", "-w", "5", "./a.sh"],
+        ["release", "job", "--force"],
         ["inspect", "job", "--json"],
+        ["list", "--json"],
+        ["config", "--json"],
+    ]
+    assert scheduled_programs(sample) == [
+        "redislock",
+        "/opt/venv/bin/redislock",
+        "/usr/bin/redislock",
     ]
 
 
@@ -300,6 +410,29 @@ def test_every_cli_line_of_the_docs_parses(page: Path) -> None:
         except SystemExit as exc:
             failures.append(f"redislock {shlex.join(words)}  (exit {exc.code})")
     assert not failures, "\n".join(failures)
+
+
+def test_cron_and_systemd_lines_name_redislock_by_an_absolute_path() -> None:
+    """cron's PATH is /usr/bin:/bin and pip installs elsewhere (/usr/local/bin, a venv's
+    bin/): a bare ``redislock`` in a crontab is "command not found"."""
+    programs = [prog for page in _PAGES for prog in scheduled_programs(page.read_text())]
+    assert len(programs) >= 5, programs  # README and command-line.md: cron + ExecStart; howto
+    assert all(prog.startswith("/") for prog in programs), programs
+
+
+def test_every_exit_status_of_the_help_is_in_the_command_line_page() -> None:
+    """The exit statuses that ``--help`` lists (``server status``'s 3 among them) are all in
+    the table of docs/command-line.md, and ``server --help`` says when status exits 3."""
+    from redislock.cli import EXIT_CODES
+
+    codes = re.findall(r"^  (\d+) ", EXIT_CODES, re.M)
+    assert {"0", "1", "3", "64", "69", "75", "78", "79", "126", "127"} <= set(codes)
+    page = (ROOT / "docs" / "command-line.md").read_text()
+    table = "\n".join(line for line in page.splitlines() if line.startswith("| "))
+    for code in codes:
+        assert re.search(rf"^\| (\d+ / )?{code}( / \d+)? \|", table, re.M), code
+    server = _hook().subcommands(_parser())["server"]
+    assert "status exits 3 when the embedded server is not running" in server.format_help()
 
 
 def test_the_docs_show_enough_cli_lines_to_check() -> None:

@@ -14,13 +14,14 @@ Exit status (also in the README):
     0     success (``run``, ``once``: CMD's own status is passed through; ``once``: also
           when the period's run was already done)
     64    bad usage or invalid argument (EX_USAGE); ``run``: NAME is in use by another kind
-          of lock
+          of lock; ``release --force``: the key under NAME is not a redislock lock
     69    Redis unreachable (also when ``run`` cannot release after CMD), or no redis-server
           for the embedded server, or no URL configured and ``--require-url`` (or
           ``REDISLOCK_REQUIRE_URL=1``, or ``require_url = true``) refuses the embedded
           server (EX_UNAVAILABLE)
     1     another failure of Redis or of the library (the message names it); ``demo``: no
           worker drew
+    3     ``server status``: the embedded server is not running
     75    lock busy with ``-n/--nonblock``, or the wait timed out, or a ``--fair`` queue is
           full (EX_TEMPFAIL; ``-E/--conflict-exit-code N`` makes it N)
     79    ``run``: the lease was lost while CMD ran; CMD's process group was stopped
@@ -152,8 +153,10 @@ exit status:
   0       success; run, once, elect: CMD's own status is passed through
           (once: also 0 when the period's run was already done)
   1       another failure of Redis or of the library (the message names it)
+  3       server status: the embedded server is not running
   64      bad usage or an invalid argument (EX_USAGE); also a bare `redislock`;
-          run: NAME is in use by another kind of lock
+          run: NAME is in use by another kind of lock; release --force: the
+          key under NAME is not a redislock lock (not touched)
   69      Redis unreachable or refusing the credentials, or no redis-server for
           the embedded server, or no URL with --require-url (EX_UNAVAILABLE)
   75      busy with -n, or the wait timed out, or a --fair queue is full
@@ -435,7 +438,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Operator override for any kind: a Lock is deleted and one waiter woken; "
         "a FairLock is deleted and granted to its next queued waiter; an RLock, "
         "ReadWriteLock or Semaphore loses every hold and all its waiters are woken. "
-        "The old holders find their lease gone at their next renewal.",
+        "The old holders find their lease gone at their next renewal. A key under NAME "
+        "that redislock did not write (another Redis type, a value or hash fields of "
+        "another format) is not touched: exit 64.",
+        epilog=EXIT_CODES,
     )
     rel.add_argument("name")
     rel.add_argument("--force", action="store_true", help="yes, really")
@@ -457,7 +463,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     cfg.add_argument("--json", action="store_true", help="machine-readable output")
 
-    srv = subparser("server", help="the embedded redis-server")
+    srv = subparser(
+        "server",
+        help="the embedded redis-server",
+        description="status: whether the embedded server of this user runs, and where; "
+        "start: start it unless it runs; stop: stop it (its append-only file keeps the "
+        "fencing counters).",
+        epilog=_para(
+            "status exits 3 when the embedded server is not running (as `systemctl status` "
+            "does for a stopped unit), 0 when it runs; start and stop exit 0, or 69 when "
+            "the server cannot be started or stopped."
+        ),
+    )
     srv.add_argument("action", choices=["status", "stop", "start"])
     srv.add_argument("--json", action="store_true", help="machine-readable output")
     return p

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import shlex
+from typing import Any
+
 import redis
 
 from redislock._core.fair import FairCore
@@ -11,7 +14,7 @@ from redislock._core.keys import LockKeys, delay_key
 from redislock._core.lock import LockCore
 from redislock._core.options import FairOptions, LockOptions
 from redislock._core.scripts import SCRIPTS
-from redislock.cli import CliError
+from redislock.cli import EXIT_USAGE, CliError
 from redislock.cli.render import (
     HOLD_KINDS,
     KIND_LABELS,
@@ -32,18 +35,40 @@ def _base_core(name: str, prefix: str) -> LockCore:
     return LockCore.from_options(name, LockOptions(prefix=prefix))
 
 
+def _not_ours(info: dict[str, Any]) -> str | None:
+    """What the key of ``info`` (:func:`as_json`'s) holds if redislock did not write it, in a
+    few words; None for a key of one of redislock's kinds (or no key)."""
+    kind = info["kind"]
+    if kind == "foreign":
+        return state_text(info)
+    if kind in ("lock", "fair") and info["held"] and info["holder"] is None:
+        return "a string that is not a redislock lock value"
+    if kind in HOLD_KINDS and info.get("unknown_fields"):
+        fields = plural(info["unknown_fields"], "hash field")
+        return f"a hash with {fields} not written by redislock"
+    return None
+
+
 def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
     """Delete lock ``name`` whoever holds it and print what was removed; returns the exit
     status (0).
 
     Raises:
-        CliError: the lock key is a Redis type redislock never writes there (not touched).
+        CliError: the key under ``name`` is not redislock's: a Redis type redislock never
+            writes there, a string that is not a lock value, or a hash with fields that are
+            not holds (status 64; the key is not touched).
     """
     info = as_json(inspect(client, name, prefix=prefix))
     kind = info["kind"]
     label = KIND_LABELS[kind]
-    if kind == "foreign":
-        raise CliError(f"{info['key']} holds {state_text(info)}: not touched", 1)
+    foreign = _not_ours(info)
+    if foreign is not None:
+        raise CliError(
+            f"{info['key']} holds {foreign}: not touched (`release --force` deletes only "
+            f"what redislock wrote; if you really mean to delete this key: "
+            f"redis-cli DEL {shlex.quote(info['key'])})",
+            EXIT_USAGE,
+        )
     if kind in HOLD_KINDS:  # every hold goes; every kind of waiter is woken
         hold_core = HoldCore.for_mode(_base_core(name, prefix), "w")
         removed = run_flow(client, hold_core.force_flow())

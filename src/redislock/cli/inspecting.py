@@ -35,7 +35,8 @@ def _print_text(name: str, info: dict[str, Any]) -> None:
     if kind == "foreign":
         return
     if info["held"]:
-        print(f"  ttl: {info['ttl']} s")
+        ttl = info["ttl"]
+        print(f"  ttl: {ttl} s" if ttl is not None else "  ttl: none (the key never expires)")
     if info.get("leader"):
         value = info["leader"]["value"]
         print(f"  leader's value: {value!r}" if value else "  leader's value: none proclaimed")

@@ -138,9 +138,10 @@ def state_text(info: dict[str, Any]) -> str:
     if kind not in HOLD_KINDS:
         return holder_text(info)
     if kind == "semaphore":
-        count = info["permit_count"]
-        of = f" of {count}" if count is not None else ""
-        return f"{info['permits_held']}{of} permits held"
+        count, held = info["permit_count"], info["permits_held"]
+        if count is None:  # "1 permit held", "2 permits held", "1 of 4 permits held"
+            return f"{plural(held, 'permit')} held"
+        return f"{held} of {plural(count, 'permit')} held"
     parts = [plural(info[k], k[:-1]) for k in ("writers", "readers") if info[k]]
     return "held by " + " and ".join(parts) if parts else "free"
 

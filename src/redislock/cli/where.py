@@ -393,8 +393,21 @@ def fill_defaults(args: argparse.Namespace, settings: Settings) -> None:
         args.wait = None
 
 
-def _show(setting: Setting, value: str) -> dict[str, Any]:
+def _show(setting: Setting, value: str | float | bool | None) -> dict[str, Any]:
+    """A setting as ``config`` reports it: its value typed for JSON (a string, a number, a
+    boolean, or null) and its source."""
     return {"value": value, "source": setting.source}
+
+
+def _text(value: str | float | bool | None, name: str) -> str:
+    """A typed value of :func:`_show` as ``config``'s text output prints it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float | int):
+        return f"{value:g}"
+    if value is None:
+        return "forever" if name == "wait" else "-"
+    return value or "-"
 
 
 def config_command(settings: Settings, *, as_json_output: bool) -> int:
@@ -423,18 +436,17 @@ def config_command(settings: Settings, *, as_json_output: bool) -> int:
     report: dict[str, Any] = {
         "url": url,
         "prefix": _show(settings.prefix, str(settings.prefix.value)),
-        "require_url": _show(settings.require_url, str(settings.require_url.value).lower()),
+        "require_url": _show(settings.require_url, bool(settings.require_url.value)),
     }
-    for name, setting in settings.defaults.items():
+    for name, setting in settings.defaults.items():  # seconds; wait null: no limit
         forever = setting.value is None or math.isinf(setting.value)
-        value = "forever" if forever else f"{setting.value:g}"
-        report[name] = _show(setting, value)
+        report[name] = _show(setting, None if forever else setting.value)
     files = [{"role": f.role, "path": str(f.path), "found": f.found} for f in settings.files]
     if as_json_output:
         print(json.dumps({**report, "files": files}, indent=2))
     else:
         for key, item in report.items():
-            print(f"{key:<12} {item['value'] or '-':<40} ({item['source']})")
+            print(f"{key:<12} {_text(item['value'], key):<40} ({item['source']})")
         for f in settings.files:
             state = "read" if f.found else "not found"
             print(f"{f.role + ' file':<12} {f.path} ({state})")

@@ -44,6 +44,7 @@ from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockConfigError, LockLostError, UnexpectedReplyError
 
 __all__ = [
+    "LEADER_SUFFIX",
     "LEADER_TAG",
     "LEADER_TTL_FACTOR",
     "MAX_IDENTITY",
@@ -51,6 +52,7 @@ __all__ = [
     "OBSERVE_RECHECK",
     "ElectionCore",
     "LeaderInfo",
+    "advertised",
     "check_identity",
     "check_recheck",
     "check_value",
@@ -140,13 +142,21 @@ def decode_read(reply: Any) -> tuple[LeaderInfo | None, int]:
         fence, pttl, raw = as_int(reply[0]), as_int(reply[1]), reply[2]
     except (TypeError, IndexError, KeyError) as exc:
         raise UnexpectedReplyError(f"election read replied {reply!r}") from exc
-    if fence <= 0 or raw is None or raw is False:
-        return None, pttl if fence > 0 else 0
-    term, _, rest = as_str(raw).partition("|")
+    if fence <= 0:
+        return None, 0
+    return advertised(raw, fence), pttl
+
+
+def advertised(raw: Any, term: int) -> LeaderInfo | None:
+    """The leader key's value ``raw`` (``"<term>|<identity>|<value>"``, or nil) as the leader
+    of ``term``: None when absent, or of another term (a key left by an earlier leader)."""
+    if raw is None or raw is False:  # nil; over RESP3 a script's false may arrive as False
+        return None
+    got, _, rest = as_str(raw).partition("|")
     identity, _, value = rest.partition("|")
-    if term != str(fence) or not identity:
-        return None, pttl
-    return LeaderInfo(identity, fence, value), pttl
+    if got != str(term) or not identity:
+        return None
+    return LeaderInfo(identity, term, value)
 
 
 @dataclass(slots=True)

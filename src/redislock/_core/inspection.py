@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from redislock._core import validate
 from redislock._core.codec import decode_hold_value, decode_lock_value, permit_id, token_tag
-from redislock._core.election import LEADER_SUFFIX, LeaderInfo
+from redislock._core.election import LEADER_SUFFIX, LeaderInfo, advertised
 from redislock._core.keys import FairKeys, HoldKeys, LockKeys
 from redislock._core.ops import Eval, Flow, as_int, as_str
 from redislock._core.scripts import SCRIPTS
@@ -213,7 +213,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         leases,
         now,
         old,
-        advertised,
+        leader_raw,
     ) = reply
     legacy = 0 if _absent(old) else as_int(old)
     key_type = as_str(key_type_raw)
@@ -264,19 +264,8 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
     waiters = _queue(queue, leases, now_ms)
     base["waiting"] = base["waiting"] or bool(waiters)
     kind = "fair" if queue else "lock" if exists else "none"
-    leader = _leader(advertised, holders[0].fencing_token) if holders else None
+    leader = advertised(leader_raw, holders[0].fencing_token) if holders else None
     return LockInfo(**base, kind=kind, held=exists, holders=holders, queue=waiters, leader=leader)
-
-
-def _leader(raw: Any, term: int) -> LeaderInfo | None:
-    """The advertised leader if the leader key is of the holder's term (as ``decode_read``)."""
-    if _absent(raw):
-        return None
-    got, _, rest = as_str(raw).partition("|")
-    identity, _, value = rest.partition("|")
-    if got != str(term) or not identity:
-        return None
-    return LeaderInfo(identity, term, value)
 
 
 def _holds(fields: list[Any], now_ms: int) -> tuple[tuple[HoldInfo, ...], int]:

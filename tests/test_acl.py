@@ -27,6 +27,8 @@ from redislock.server import RedisProcess
 from tests import clients
 from tests.primitives import KINDS, Actor, Env, Kind, Subject
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 
 # What each profile runs: scripts (every command in them), and commands sent from Python.

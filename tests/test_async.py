@@ -16,6 +16,8 @@ from redislock.aio import renewer as aio_renewer
 from redislock.server import RedisProcess
 from tests.proxy import DelayProxy
 
+pytestmark = pytest.mark.pythons  # dev.py's STAGES: where else it runs
+
 
 async def warm_up(slow: redis.asyncio.Redis, admin: redis.asyncio.Redis) -> None:
     """Connect through the proxy and load the scripts, so only the lock command is slow."""

@@ -33,6 +33,8 @@ from redislock._core.keys import fence_key
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
 from redislock.server import RedisProcess, stop_embedded
 
+pytestmark = [pytest.mark.servers, pytest.mark.pythons]  # dev.py's STAGES: where else it runs
+
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
 
@@ -314,6 +316,7 @@ def test_run_waits_for_the_release(
     assert admin.get(fence_key(lock_key("queue"))) == "2"
 
 
+@pytest.mark.one_server  # waits out a lease: the same code on every server
 def test_run_lease_lost_stops_the_command(
     cli_env: dict[str, str], url: str, admin: redis.Redis, tmp_path: Path
 ) -> None:
@@ -688,6 +691,7 @@ def test_run_on_a_terminal_lets_the_command_read_it(
         os.close(master)
 
 
+@pytest.mark.one_server  # waits out a lease: the same code on every server
 def test_lost_lease_stops_the_whole_process_group(
     cli_env: dict[str, str], url: str, admin: redis.Redis, tmp_path: Path
 ) -> None:
@@ -704,6 +708,7 @@ def test_lost_lease_stops_the_whole_process_group(
     assert pid_gone(grandchild), "a process of the command's group outlived the loss"
 
 
+@pytest.mark.one_server  # waits out a lease: the same code on every server
 def test_release_failure_is_not_reported_as_success(
     cli_env: dict[str, str], spawn_server: Callable[..., RedisProcess]
 ) -> None:

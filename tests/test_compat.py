@@ -34,6 +34,8 @@ from redislock.compat import AsyncRedisPyLock, CompatArgumentError, LeaseLostErr
 from redislock.server import RedisProcess
 from redislock.testing import FaultProxy
 
+pytestmark = pytest.mark.dropins  # dev.py's STAGES: where else it runs
+
 
 @pytest.fixture
 def rp(redis_server: RedisProcess) -> Iterator[redis.Redis]:

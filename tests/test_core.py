@@ -47,6 +47,8 @@ from redislock._core.schedule import Schedule
 from redislock._core.validate import MAX_DURATION, MAX_NAME_BYTES
 from redislock._core.wake import Board, keep_op
 
+pytestmark = pytest.mark.pythons  # dev.py's STAGES: where else it runs
+
 # ------------------------------------------------------------------ strategies
 
 # Control, surrogate, format (bidi overrides, zero-width) and line/paragraph separators.

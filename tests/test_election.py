@@ -23,6 +23,8 @@ from redislock import (
 )
 from redislock.server import RedisProcess
 
+pytestmark = pytest.mark.pythons  # dev.py's STAGES: where else it runs
+
 
 class Observer:
     """``observe()`` of a fresh Election in a thread: what it yielded, with the monotonic

@@ -26,6 +26,8 @@ from tests.masters import amaster, master
 from tests.primitives import Actor, Env, Kind, Subject, rows
 from tests.primitives import held_in_redis as held_on_majority
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 NAME = "generic"
 QUORUM = 3  # Redlock rows use the first three of the five masters
 
@@ -246,6 +248,7 @@ async def test_an_expired_lease_is_lost_and_never_frees_the_next_holder(
 
 
 @pytest.mark.slow
+@pytest.mark.one_server  # waits out leases: the same code on every server
 @pytest.mark.parametrize("kind", rows())
 async def test_the_watchdog_renews_while_held(env: dict[str, Env], kind: Kind) -> None:
     e = env_of(env, kind)
@@ -296,6 +299,8 @@ CANCEL_SLACK = 1.0
 that raced the cancellation; the bug this guards against waited for the holder's lease)."""
 
 
+@pytest.mark.pythons  # CPython gh-86296: 3.12 and later cancel inside redis.asyncio otherwise
+@pytest.mark.one_server  # the client's cancellation: the same on every server
 @pytest.mark.parametrize("watchdog", [False, True], ids=["ttl", "watchdog"])
 @pytest.mark.parametrize("kind", rows(flavour="asyncio", exclusive=True))
 async def test_a_cancelled_acquire_returns_at_once_and_leaves_nothing(

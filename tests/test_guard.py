@@ -34,6 +34,8 @@ from redislock import (
 from redislock.errors import LockConfigError, LockLostError, LockUsageError, NotOwnedError
 from redislock.server import RedisProcess
 
+pytestmark = pytest.mark.pythons  # dev.py's STAGES: where else it runs
+
 Spawn = Callable[..., RedisProcess]
 
 

@@ -21,6 +21,8 @@ from redislock._core.keys import LockKeys
 from redislock._core.lock import process_tag
 from tests.flavors import Flavor
 
+pytestmark = pytest.mark.pythons  # dev.py's STAGES: where else it runs
+
 
 def fence(lock: Any) -> int | None:
     """The fencing token (a function, so mypy does not narrow the property across calls)."""

@@ -69,6 +69,17 @@ def pttls(client: redis.Redis) -> tuple[int, int]:
     return int(lock_ms), int(delay_ms)
 
 
+def deadlines(client: redis.Redis) -> tuple[int, int]:
+    """The server times (Unix ms, ``PEXPIRETIME``) at which the lock key and its delay key
+    end, read together (MULTI): absolute, so their difference is exact whatever the
+    server's clock did between the two reads (-2: no such key)."""
+    pipe = client.pipeline(transaction=True)
+    pipe.execute_command("PEXPIRETIME", LOCK_KEY)  # type: ignore[no-untyped-call]
+    pipe.execute_command("PEXPIRETIME", DELAY_KEY)  # type: ignore[no-untyped-call]
+    lock_at, delay_at = pipe.execute()
+    return int(lock_at), int(delay_at)
+
+
 def first_free(lock: Lock, limit: float) -> float:
     """Poll single tries until ``lock`` is taken; the monotonic time of the first success."""
     end = time.monotonic() + limit
@@ -208,20 +219,24 @@ def test_renewals_keep_the_delay_key_ahead_of_the_lease(
     end = time.monotonic() + 2.5  # several renewals (every third of the lease)
     samples = 0
     while time.monotonic() < end:
-        lock_ms, delay_ms = pttls(admin_r)
+        lock_ms, _ = pttls(admin_r)
         assert lock_ms > 0, "the lease ran out under the watchdog"
-        assert lock_ms + 2000 - 50 <= delay_ms <= lock_ms + 2000
+        lock_at, delay_at = deadlines(admin_r)
+        # one deadline for both keys (one TIME in the script): exactly the delay apart
+        assert delay_at == lock_at + 2000
         samples += 1
         time.sleep(0.05)
     assert samples > 10
     assert holder.extend(20.0) > 20.0  # "add"
-    lock_ms, delay_ms = pttls(admin_r)
+    lock_ms, _ = pttls(admin_r)
     assert lock_ms > 20_000
-    assert lock_ms + 2000 - 50 <= delay_ms <= lock_ms + 2000
+    lock_at, delay_at = deadlines(admin_r)
+    assert delay_at == lock_at + 2000
     holder.extend(3.0, replace=True)  # "set": shorter; the delay key follows
-    lock_ms, delay_ms = pttls(admin_r)
-    assert lock_ms <= 3000
-    assert lock_ms + 2000 - 50 <= delay_ms <= lock_ms + 2000
+    lock_ms, _ = pttls(admin_r)
+    assert 0 < lock_ms <= 3000
+    lock_at, delay_at = deadlines(admin_r)
+    assert delay_at == lock_at + 2000
     assert_every_key_expires(admin_r)
     holder.release()
     assert admin_r.exists(LOCK_KEY, DELAY_KEY) == 0
@@ -259,7 +274,8 @@ def test_a_killed_holder_holds_the_name_off_until_lease_and_delay_ran_out(
         killed = time.monotonic()
         lock_ms = admin_r.pttl(LOCK_KEY)
         assert 0 < lock_ms <= 1000
-        assert lock_ms + 1500 - 100 <= admin_r.pttl(DELAY_KEY) <= lock_ms + 1500
+        lock_at, delay_at = deadlines(admin_r)
+        assert delay_at == lock_at + 1500
         other = Lock(sr, "job")
         assert not other.acquire(blocking=False)
         got = first_free(other, 15.0)

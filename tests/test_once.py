@@ -32,6 +32,8 @@ from tests.test_acl import documented
 from tests.test_acl import user as acl_user
 from tests.test_cli import cli, cli_env, finish, py, start, url
 
+pytestmark = pytest.mark.pythons  # dev.py's STAGES: where else it runs
+
 __all__ = ["cli_env", "url"]  # the CLI fixtures, used here too
 
 LOCK = "redislock:{job}"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import email.message
 import email.parser
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -25,13 +24,13 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import redis
 
 import redislock
 from redislock._version import __version__
+from tests.support import load_dev
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.name for p in (ROOT / "src" / "redislock" / "scripts").glob("*.lua"))
@@ -69,16 +68,6 @@ _NOT_COPIED = shutil.ignore_patterns(
 class Dists:
     sdist: Path
     wheel: Path
-
-
-def load_dev() -> ModuleType:
-    """dev.py as a module (its OTHER_PYTHONS: the versions the suite runs on)."""
-    spec = importlib.util.spec_from_file_location("redislock_dev", ROOT / "dev.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,8 @@ from tests.test_scripts_lock import CASES as LOCK_CASES
 from tests.test_scripts_multi import CASES as MULTI_CASES
 from tests.test_scripts_once import CASES as ONCE_CASES
 
+pytestmark = [pytest.mark.servers, pytest.mark.pythons]  # dev.py's STAGES: where else it runs
+
 SCRIPT_DIR = Path(redislock.__file__).parent / "scripts"
 LUA_FILES = sorted(p for p in SCRIPT_DIR.glob("*.lua") if not p.name.startswith("_"))
 PARTS = {  # the shared parts, included where a script says so

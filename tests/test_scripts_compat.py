@@ -13,6 +13,8 @@ from redislock._core.compat import compat_keys
 from redislock._core.lock import DONE_MS
 from tests.scriptcases import OTHER, TOKEN, Between, Case, run_case
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 C = compat_keys("job")
 CACQ = (C.lock, C.fence, C.done)
 OP = "0123456789abcdef"  # this acquire call's op id

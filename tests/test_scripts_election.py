@@ -12,6 +12,8 @@ import redis
 
 from tests.scriptcases import OTHER, TOKEN, Arg, Between, Case, Error, K, held, run_case
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 LEADER = K.lock + ":leader"
 KEYS = (K.lock, LEADER)
 ENTRY = "node-a|http://a:80"

@@ -46,6 +46,8 @@ from tests.scriptcases import (
     woken,
 )
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 FULL = (*FAIR, K.done, K.wait, K.wake)
 FULL_DELAY = (*FULL, K.lock + ":delay")
 KEEP = (F.lock, F.queue, F.leases, F.info)  # waiter_keep's four keys of a waiter

@@ -20,6 +20,8 @@ from tests.scriptcases import (
     run_case,
 )
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 # Counters of one slot under other prefixes: distinct keys, the same slot.
 P2 = LockKeys.for_name("job", "a:").fence
 P3 = LockKeys.for_name("job", "b:").fence

@@ -45,6 +45,8 @@ from tests.scriptcases import (
     woken,
 )
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 OP_A, OP_B = "a" * 16, "b" * 16
 DONE = 60_000
 BAND = {"w": 0, "r": 10**13, "p": 2 * 10**13}

@@ -29,6 +29,8 @@ from tests.scriptcases import (
     waiting,
 )
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 LEADER = K.lock + ":leader"  # an Election's leader key
 INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, K.legacy_fence, LEADER)
 

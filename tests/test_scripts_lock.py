@@ -40,6 +40,8 @@ from tests.scriptcases import (
     woken,
 )
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 K2 = LockKeys.for_name("job2")
 K3 = LockKeys.for_name("job3")
 

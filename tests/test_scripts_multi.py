@@ -42,6 +42,8 @@ from tests.scriptcases import (
     woken,
 )
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 CASES = [
     # ---------------------------------------------------------------- multi: acquire
     Case(

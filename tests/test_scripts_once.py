@@ -10,6 +10,8 @@ import redis
 from redislock._core.keys import once_key
 from tests.scriptcases import OTHER, TOKEN, Between, Case, K, held, run_case
 
+pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
+
 REC = once_key(K.lock, "2026-11-23T00:00:00Z")
 KEYS = (K.lock, REC)
 VALUE = "7|web-1|4242|1795435200123"

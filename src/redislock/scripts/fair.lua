@@ -7,7 +7,7 @@
 -- releasing client cannot take it back.
 -- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
 -- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
--- below: no ACL preflight, no TIME).
+-- below: no ACL preflight, and TIME only for a hold with a lock-delay).
 -- The lock key, fencing counter, done key, lock_extend.lua and lock_status.lua are those of
 -- Lock; MultiLock (multi.lua) takes the same lock keys and wakes the head of this queue.
 --
@@ -25,7 +25,8 @@
 -- KEYS[9] wake channel  with KEYS[8]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
 --                       on it, see lock_release.lua); declared as a key, never written as one
 -- KEYS[10] delay key    optional (with KEYS[7..9]): "P{N}:delay", string "<delay_ms>", the
---                       lock-delay of the hold (ARGV[7]), PX = the lock's TTL + delay_ms,
+--                       lock-delay of the hold (ARGV[7]), PXAT = the lock key's deadline +
+--                       delay_ms (both from one TIME),
 --                       written with the hold and moved with each extend (lock_extend.lua);
 --                       a release or force DELetes it with the lock key. While it exists
 --                       and the lock key does not (the hold ended WITHOUT a release), nobody
@@ -113,10 +114,31 @@ end
 
 -- Write the delay key of a hold of lease_ms with lock-delay delay_ms (a string; nothing for
 -- "0" or nil); through pcall: returns an error reply, or nil.
-local function set_delay(lease_ms, delay_ms)
-  if not KEYS[10] or not delay_ms or delay_ms == '' or delay_ms == '0' then return nil end
-  local r = redis.pcall(
-    'SET', KEYS[10], delay_ms, 'PX', tonumber(lease_ms) + tonumber(delay_ms))
+local function has_delay(delay_ms)
+  return KEYS[10] and delay_ms and delay_ms ~= '' and delay_ms ~= '0'
+end
+
+-- The deadline (server ms, as exact integer text for PXAT) lease_ms from the server's clock
+-- (TIME): a hold with a lock-delay writes its lock key and its delay key from ONE reading,
+-- so the delay key ends exactly delay_ms after the lease (two relative PX are counted from
+-- the millisecond each command runs in). Through pcall: returns (deadline or nil, error).
+local function deadline(lease_ms)
+  local t = redis.pcall('TIME')
+  if bad(t) then return nil, failed('TIME', t) end
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(lease_ms)
+  return at, nil
+end
+
+local function num(v)
+  return string.format('%.0f', v)
+end
+
+-- Write the delay key of a hold whose lock key ends at server time at_ms (deadline()) with
+-- lock-delay delay_ms (a string; nothing for "0" or nil); through pcall: returns an error
+-- reply, or nil.
+local function set_delay(at_ms, delay_ms)
+  if not has_delay(delay_ms) then return nil end
+  local r = redis.pcall('SET', KEYS[10], delay_ms, 'PXAT', num(at_ms + tonumber(delay_ms)))
   if bad(r) then return failed('SET', r) end
   return nil
 end
@@ -137,11 +159,18 @@ if op == 'acquire' then
     -- The value is written once, with the token it would get (_fence.lua: peek_fence)
     local fence, no = peek_fence(KEYS[2], KEYS[6])
     if no then return failed(no, fence) end
-    local r = redis.pcall(
-      'SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'NX', 'PX', ARGV[3])
+    local value = token .. '|' .. fence .. '|' .. ARGV[4]
+    local r, at
+    if has_delay(ARGV[7]) then  -- TIME only for a hold with a lock-delay
+      at, no = deadline(ARGV[3])
+      if no then return no end
+      r = redis.pcall('SET', KEYS[1], value, 'NX', 'PXAT', num(at))
+    else
+      r = redis.pcall('SET', KEYS[1], value, 'NX', 'PX', ARGV[3])
+    end
     if bad(r) then return failed('SET', r) end
     if r then
-      no = set_delay(ARGV[3], ARGV[7])
+      no = set_delay(at, ARGV[7])
       if no then
         redis.pcall('DEL', KEYS[1])  -- undo: no hold without its lock-delay
         return no
@@ -286,9 +315,12 @@ local function grant_next()
   end
   local fence, no = next_fence(KEYS[2], KEYS[6])
   if no then return failed(no, fence) end
-  redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
-  if KEYS[10] and delay ~= '' and delay ~= '0' then
-    redis.call('SET', KEYS[10], delay, 'PX', tonumber(lease) + tonumber(delay))
+  if has_delay(delay) then  -- one deadline for both keys (deadline() above)
+    local at = now + tonumber(lease)
+    redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PXAT', num(at))
+    redis.call('SET', KEYS[10], delay, 'PXAT', num(at + tonumber(delay)))
+  else
+    redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   end
   forget(head)
   redis.call('PUBLISH', grant_channel(grant, head), grant_tag(head) .. '|' .. fence)
@@ -312,8 +344,9 @@ if op == 'acquire' then
     if not head or head == token then
       local fence, no = next_fence(KEYS[2], KEYS[6])
       if no then return failed(no, fence) end
-      redis.call('SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'PX', ARGV[3])
-      no = set_delay(ARGV[3], ARGV[7])  -- checked by the preflight: cannot fail now
+      local at = now + tonumber(ARGV[3])
+      redis.call('SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'PXAT', num(at))
+      no = set_delay(at, ARGV[7])  -- checked by the preflight: cannot fail now
       if no then return no end
       if head then
         forget(token)

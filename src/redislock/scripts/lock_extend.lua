@@ -4,7 +4,8 @@
 --                       of this name (the same key as lock_release.lua's), PX ARGV[5]
 -- KEYS[3] delay key     optional, with ARGV[7] (and KEYS[2]): the hold's lock-delay key
 --                       (fair.lua's KEYS[10]); an extend that worked sets it to "<delay_ms>"
---                       with PX = the new TTL + delay_ms, so it outlives the lease by the delay
+--                       with PXAT = the lock key's new deadline + delay_ms (one TIME for
+--                       both), so it outlives the lease by exactly the delay
 -- ARGV[1] token         owner token
 -- ARGV[2] ms            milliseconds (integer >= 1)
 -- ARGV[3] mode          "add": new TTL = remaining TTL + ms;  "set": new TTL = ms;
@@ -62,13 +63,24 @@ if ARGV[3] ~= 'set' then
     ms = pttl
   end
 end
--- the delay key first: for a longer lease, a prefix leaves it outliving the lease by more
 if KEYS[3] and ARGV[7] and ARGV[7] ~= '' and ARGV[7] ~= '0' then
-  r = redis.pcall('SET', KEYS[3], ARGV[7], 'PX', ms + tonumber(ARGV[7]))
+  -- One deadline for both keys, from one reading of the server's clock (TIME): two relative
+  -- TTLs (PX) are counted from the millisecond each command runs in, so the delay key could
+  -- end a millisecond off "lease end + delay". The delay key first: for a longer lease, a
+  -- prefix leaves it outliving the lease by more. The lock key's deadline is set with SET XX
+  -- PXAT (its value unchanged), the command every kind that extends already may run.
+  local t = redis.pcall('TIME')
+  if bad(t) then return failed('TIME', t) end
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ms
+  r = redis.pcall(
+    'SET', KEYS[3], ARGV[7], 'PXAT', string.format('%.0f', at + tonumber(ARGV[7])))
   if bad(r) then return failed('SET', r) end
+  r = redis.pcall('SET', KEYS[1], v, 'XX', 'PXAT', string.format('%.0f', at))
+  if bad(r) then return failed('SET', r) end
+else
+  r = redis.pcall('PEXPIRE', KEYS[1], ms)
+  if bad(r) then return failed('PEXPIRE', r) end
 end
-r = redis.pcall('PEXPIRE', KEYS[1], ms)
-if bad(r) then return failed('PEXPIRE', r) end
 if op then
   r = redis.pcall('SET', KEYS[2], op, 'PX', ARGV[5])
   if bad(r) then return failed('SET', r) end

@@ -18,6 +18,8 @@ import redis.asyncio
 from redislock.compat import AsyncRedisPyLock
 from tests.redispy.aio import upstream_lock
 
+pytestmark = pytest.mark.dropins  # dev.py's STAGES: where else it runs
+
 NO_TTL = (
     "redis-py's timeout=None writes the key without a TTL (held for ever if the holder "
     "dies); the drop-in gives it a watchdog lease, so r.ttl() is the lease, not -1"

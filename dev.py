@@ -305,7 +305,9 @@ def stage_python(stage: Stage, env: dict[str, str]) -> Path | int:
         )
         return 1
     vpy = make_venv(ROOT / f".venv-{stage.python}", python)
-    sh(vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]", env=env)
+    # lint too: a stage collects every test module (markers choose), and tests/test_types.py
+    # and tests/test_decorators.py run mypy
+    sh(vpy, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test,lint]", env=env)
     return vpy
 
 

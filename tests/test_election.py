@@ -47,18 +47,25 @@ class Observer:
         self.thread.start()
 
     def _run(self) -> None:
-        for info in self._it:
-            self.seen.append((time.monotonic(), info))
-            if len(self.seen) >= self._count:
-                return
-            if self._until_gone and info is None and len(self.seen) > 1:
-                return
+        try:
+            for info in self._it:
+                self.seen.append((time.monotonic(), info))
+                if len(self.seen) >= self._count:
+                    return
+                if self._until_gone and info is None and len(self.seen) > 1:
+                    return
+        except redis.ConnectionError as exc:
+            # Its test ended while it still watched (the client closed, the server stopped
+            # at the session's end): kept for until(), which reports it while the test runs.
+            self.error = exc
+
+    error: redis.ConnectionError | None = None
 
     def until(self, n: int, limit: float = 5.0) -> list[tuple[float, LeaderInfo | None]]:
         end = time.monotonic() + limit
-        while len(self.seen) < n and time.monotonic() < end:
+        while len(self.seen) < n and self.error is None and time.monotonic() < end:
             time.sleep(0.005)
-        assert len(self.seen) >= n, self.seen
+        assert len(self.seen) >= n, (self.seen, self.error)
         return self.seen
 
 

@@ -38,7 +38,7 @@ from redislock._core.keys import FENCE_SUFFIX
 from redislock.cli.force_release import force_release_command
 from redislock.errors import LockConfigError, LockLostError
 from redislock.server import RedisProcess
-from tests.support import Background
+from tests.support import Background, wait_for
 
 LOCK_KEY = "redislock:{job}"
 DELAY_KEY = "redislock:{job}:delay"
@@ -169,7 +169,7 @@ def test_a_late_release_of_an_expired_hold_grants_no_waiter_before_the_delay(
     bg = Background(lambda: waiter.acquire(timeout=10.0))
     time.sleep(0.8)
     assert admin_r.exists(LOCK_KEY) == 0
-    assert admin_r.llen("redislock:{job}:queue") == 1
+    wait_for(lambda: admin_r.llen("redislock:{job}:queue") == 1)  # the waiter's thread is up
     with pytest.raises(LockLostError):
         holder.release()
     assert admin_r.exists(LOCK_KEY) == 0  # not granted

@@ -23,6 +23,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import redislock
 from redislock import metrics
 from redislock.server import RedisProcess
+from tests.support import wait_for
 
 Key = tuple[str, frozenset[tuple[str, Any]]]
 
@@ -161,8 +162,8 @@ def test_waiters_counts_calls_waiting_now(
         target=lambda: result.append(redislock.Lock(client, "busy", ttl=10).acquire(timeout=5))
     )
     waiter.start()
-    time.sleep(0.3)
-    assert delta(before, points(reader)) == {key("redislock.waiters", **LOCK): 1}
+    # the waiter counts once it is in its wait (a loaded machine starts the thread late)
+    wait_for(lambda: delta(before, points(reader)) == {key("redislock.waiters", **LOCK): 1})
     holder.release()
     waiter.join()
     assert result == [True]

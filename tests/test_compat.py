@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import pickle
 import threading
 import time
@@ -190,6 +191,19 @@ def test_lease_lost_error_pickles_with_its_fields() -> None:
     error = CoreLeaseLostError("n", "Cannot release a lock that's no longer owned", "expired")
     again = pickle.loads(pickle.dumps(error))
     assert (again.lock_name, again.reason, str(again)) == ("n", "expired", str(error))
+
+
+def test_lease_lost_error_has_a_repr_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """redis-py's errors set their attributes in RedisError.__init__ (redis-py 8: its
+    __repr__ reads error_type): the drop-in's error runs that constructor, so repr() and
+    logging's %r work, as for every other redis-py error."""
+    error = CoreLeaseLostError("n", "Cannot release a lock that's no longer owned", "expired")
+    assert "LeaseLostError" in repr(error)
+    assert repr(pickle.loads(pickle.dumps(error))) == repr(error)
+    with caplog.at_level(logging.ERROR):
+        logging.getLogger("app").error("release failed: %r", error)
+    assert "LeaseLostError" in caplog.text
+    assert str(error) == "Cannot release a lock that's no longer owned: expired"
 
 
 def test_an_expired_fixed_lease_raises_lease_lost_on_extend_and_reacquire(

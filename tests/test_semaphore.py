@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from redislock import (
     NotOwnedError,
     Permit,
     Semaphore,
+    UnexpectedReplyError,
 )
 from tests.support import (
     Background,
@@ -353,6 +355,29 @@ def test_on_lost_gets_the_permit(r: redis.Redis, admin: redis.Redis) -> None:
         doomed.release()
     assert healthy.owned()
     healthy.release()
+
+
+@pytest.mark.parametrize("value", ["many", "2.5", "0", "-3", ""])
+def test_a_permit_count_not_written_by_redislock_is_a_typed_error_naming_its_key(
+    r: redis.Redis, value: str
+) -> None:
+    """A ``:permits`` value that set_permits() cannot have written (not an integer >= 1):
+    every call says so, as UnexpectedReplyError naming the key, and changes no hold (a
+    release keeps its permit rather than ending it and then failing)."""
+    sem = Semaphore(r, "odd-count", 2, ttl=10)
+    permit = sem.acquire(blocking=False)
+    assert permit is not None
+    key = f"{sem.key}:permits"  # the run-time count (set_permits)
+    r.set(key, value)
+    for call in (sem.available, sem.try_acquire, lambda: sem.acquire(timeout=1), permit.release):
+        with pytest.raises(UnexpectedReplyError, match=re.escape(key)) as caught:
+            call()
+        assert "not written by redislock" in str(caught.value)
+    assert permit.owned()  # the failed release ended nothing
+    r.delete(key)
+    assert sem.available() == 1
+    permit.release()
+    assert sem.available() == 2
 
 
 def test_a_plain_lock_of_the_same_name_is_wrongtype(r: redis.Redis) -> None:

@@ -73,7 +73,9 @@ class LeaseLostError(LockNotOwnedError, LockLostError):
     """
 
     def __init__(self, name: str, message: str, reason: str) -> None:
-        Exception.__init__(self, f"{message}: {reason}")
+        # redis-py's own constructor chain (LockError, RedisError): its __repr__ and its
+        # handlers read the attributes RedisError.__init__ sets (error_type in redis-py 8)
+        LockNotOwnedError.__init__(self, f"{message}: {reason}", lock_name=name)
         self.message = f"{message}: {reason}"
         self.lock_name = name
         self.name = name

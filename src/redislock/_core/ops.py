@@ -225,6 +225,10 @@ _SCRIPT_REFUSED = "user executing the script can't"
 """What Redis says when an ACL refuses a command inside a script (6.2 and 7.x): it names no
 command. redislock's own scripts name it instead (``NOPERM redislock: <COMMAND> ...``)."""
 
+_STATE_MARK = "redislock - "
+"""How redislock's scripts begin an error about what they found in Redis (a value they did
+not write, a malformed waiter record): raised as :class:`UnexpectedReplyError`."""
+
 _OURS = re.compile(r"redislock: ([A-Z][A-Z_|]*) ")
 _REDIS_NAMES = re.compile(r"'([A-Za-z][A-Za-z_|]*)' command")
 
@@ -244,7 +248,9 @@ def script_error(exc: Exception) -> Exception | None:
     """The typed error inside a command's failure, or None if there is none.
 
     An ACL refusal becomes :class:`redislock.errors.NoPermissionError` (a redis-py
-    ``NoPermissionError`` too) naming the refused command when Redis or the script says which.
+    ``NoPermissionError`` too) naming the refused command when Redis or the script says which;
+    a script's own error about a value it did not write (``redislock - <key> holds ...``)
+    :class:`redislock.errors.UnexpectedReplyError`.
     Redis reports a command refused inside a script as ``Error running script ...:
     -READONLY You can't write against a read only replica``; redis-py then raises a plain
     ``ResponseError``. Unwrapped, it is the ``ReadOnlyError`` (or ``OutOfMemoryError``) that
@@ -265,6 +271,9 @@ def script_error(exc: Exception) -> Exception | None:
         return NoPermissionError(
             f"{text} (a command inside the script; this Redis did not say which)", None
         )
+    at = text.find(_STATE_MARK)
+    if at >= 0:  # a value our scripts did not write, named by the script
+        return UnexpectedReplyError(text[at + len(_STATE_MARK) :].strip())
     for marker, cls in _WRAPPED:
         at = text.find(marker)
         if at >= 0:

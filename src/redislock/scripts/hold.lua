@@ -87,6 +87,9 @@
 --   leave    1 (the waiter ARGV[2] gave up: it no longer counts as waiting)
 --   count    {writers, readers, permits held, permit count}   live holds of each mode
 --   force    number of holds removed (operator override; wakes every kind of waiter)
+--   any op   error "redislock - <key> holds ... not written by redislock ..."   a hold field
+--            of the hash, or the permits key (KEYS[7], not an integer >= 1), that redislock
+--            did not write: no hold was taken or released
 
 -- include: _acl.lua
 -- include: _fence.lua
@@ -281,8 +284,18 @@ local function wake_r()  -- wakes one reader per process (who passes it on)
 end
 
 local function permits()
-  return tonumber(K.p and redis.call('GET', K.p) or ARGV[9])
+  local set = K.p and redis.call('GET', K.p)
+  if not set then return tonumber(ARGV[9]) end
+  local n = tonumber(set)
+  if not n or n < 1 or n ~= math.floor(n) then  -- set_permits writes an integer >= 1
+    error('redislock - ' .. K.p .. ' holds a permit count not written by redislock ('
+      .. string.format('%q', string.sub(set, 1, 40)) .. ')')
+  end
+  return n
 end
+-- before any hold is taken or released: a bad count fails the call having changed nothing
+-- (a release must not end a hold and then fail on the count when it wakes the waiters)
+if K.p then permits() end
 
 -- whether a live w/p waiter (for ReadWriteLock: a writer) is registered
 local function writers_wait()

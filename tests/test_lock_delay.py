@@ -293,18 +293,45 @@ def test_a_killed_holder_holds_the_name_off_until_lease_and_delay_ran_out(
 
 
 def test_an_operator_force_release_ends_the_delay(
-    redis_server: RedisProcess, sr: redis.Redis, admin_r: redis.Redis
+    redis_server: RedisProcess,
+    sr: redis.Redis,
+    admin_r: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``redislock force-release`` is an override: it deletes the delay key too (documented;
     to keep the delay, let the lease run out)."""
     holder = Lock(sr, "job", ttl=30.0, lock_delay=30.0)
     assert holder.acquire()
     assert admin_r.exists(DELAY_KEY) == 1
-    force_release_command(sr, "job", "redislock:")
+    assert force_release_command(sr, "job", "redislock:") == 0
+    said = capsys.readouterr().out
+    assert said.startswith("released lock 'job'")
+    assert "its lock-delay was ended" in said
     assert admin_r.exists(LOCK_KEY, DELAY_KEY) == 0
     other = Lock(sr, "job")
     assert other.acquire(blocking=False)
     other.release()
+
+
+def test_a_force_release_during_the_delay_says_it_ended_it(
+    sr: redis.Redis, admin_r: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lease ran out without a release: only the delay keeps the name off. The override
+    ends it, and says so (not "was not held" alone, which reads as "nothing happened")."""
+    holder = Lock(sr, "job", ttl=0.3, lock_delay=30.0)
+    assert holder.acquire()
+    wait_for(lambda: admin_r.exists(LOCK_KEY) == 0)
+    assert admin_r.exists(DELAY_KEY) == 1
+    assert not Lock(sr, "job").acquire(blocking=False)  # held off by the delay
+    assert force_release_command(sr, "job", "redislock:") == 0
+    said = capsys.readouterr().out.strip()
+    assert said == "lock 'job' was not held; its lock-delay was ended (the name is free now)"
+    assert admin_r.exists(DELAY_KEY) == 0
+    other = Lock(sr, "job")
+    assert other.acquire(blocking=False)
+    other.release()
+    assert force_release_command(sr, "job", "redislock:") == 0  # nothing held, no delay
+    assert capsys.readouterr().out.strip() == "lock 'job' was not held"
 
 
 # ------------------------------------------------------------------ bad values

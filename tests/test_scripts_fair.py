@@ -660,6 +660,24 @@ CASES = [
         after=absent(F.lock, F.fence),
     ),
     Case(
+        "fair-force-during-a-lock-delay-ends-it",  # no lock key: only the delay holds it off
+        "fair",
+        FULL_DELAY,
+        fair_args("force", ""),
+        2,
+        setup=[("SET", K.lock + ":delay", "30000", "PX", 30000)],
+        after=absent(F.lock, K.lock + ":delay"),
+    ),
+    Case(
+        "fair-force-of-a-hold-with-a-lock-delay",
+        "fair",
+        FULL_DELAY,
+        fair_args("force", ""),
+        3,
+        setup=[fheld(OTHER), ("SET", K.lock + ":delay", "30000", "PX", 35000)],
+        after=absent(F.lock, K.lock + ":delay"),
+    ),
+    Case(
         "fair-force-free-lock-grants-the-next-waiter",
         "fair",
         FAIR,

@@ -452,6 +452,24 @@ CASES = [
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
     ),
     Case(
+        "force-release-during-a-lock-delay-ends-it",
+        "lock_force_release",
+        (*REL[:3], K.lock + ":delay"),  # as the CLI calls it
+        (),
+        2,
+        setup=[("SET", K.lock + ":delay", "30000", "PX", 30000)],
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.lock + ":delay"), GONE)],
+    ),
+    Case(
+        "force-release-of-a-hold-with-a-lock-delay",
+        "lock_force_release",
+        (*REL[:3], K.lock + ":delay"),
+        (),
+        3,
+        setup=[held(OTHER), ("SET", K.lock + ":delay", "30000", "PX", 35000)],
+        after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.lock + ":delay"), GONE)],
+    ),
+    Case(
         "force-release-nothing-held",
         "lock_force_release",
         REL[:3],  # as the CLI calls it

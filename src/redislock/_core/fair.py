@@ -313,7 +313,8 @@ class FairCore(LockCore):
 
     def force_flow(self) -> Flow[int]:
         """Operator override: delete the lock whoever holds it and grant the next waiter
-        (and wake a waiting MultiLock)."""
+        (and wake a waiting MultiLock); 1 if a lock key was deleted, plus 2 if a lock-delay
+        was ended (fair.lua's force)."""
         return as_int((yield self._ending("force", "")))
 
 

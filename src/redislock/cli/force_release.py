@@ -30,6 +30,10 @@ from redislock.sync._driver import run as run_flow
 __all__ = ["force_release_command"]
 
 
+_DELAY_ENDED = "; its lock-delay was ended (the name is free now)"
+"""Added when the override ended a lock-delay (the scripts' force answers 2 for it)."""
+
+
 def _base_core(name: str, prefix: str) -> LockCore:
     """The core of a lock object with the default options (``prefix`` validated)."""
     return LockCore.from_options(name, LockOptions(prefix=prefix))
@@ -82,12 +86,13 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         fair = FairOptions(prefix=prefix)
         base = LockCore.from_options(name, fair)
         fair_core = FairCore.from_base(base, fair.waiter_lease, fair.queue_max)
-        deleted = run_flow(client, fair_core.force_flow())
+        ended = run_flow(client, fair_core.force_flow())
+        deleted = ended & 1
         text = (
             f"released {label} {name!r} ({holder_text(info)})"
             if deleted
             else f"{label} {name!r} was not held"
-        )
+        ) + _DELAY_ENDED * bool(ended & 2)
         now = inspect(client, name, prefix=prefix)
         if now.kind in ("lock", "fair") and now.holders:
             h = now.holders[0]
@@ -99,9 +104,7 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         return 0
     keys = LockKeys.for_name(name, prefix)
     script = SCRIPTS["lock_force_release"]
-    deleted = client.eval(script.source, 4, keys.lock, keys.wait, keys.wake, delay_key(keys.lock))
-    if deleted:
-        print(f"released lock {name!r} ({holder_text(info)})")
-    else:
-        print(f"lock {name!r} was not held")
+    ended = client.eval(script.source, 4, keys.lock, keys.wait, keys.wake, delay_key(keys.lock))
+    said = f"released lock {name!r} ({holder_text(info)})" if ended & 1 else None
+    print((said or f"lock {name!r} was not held") + _DELAY_ENDED * bool(ended & 2))
     return 0

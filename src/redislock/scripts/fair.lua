@@ -69,7 +69,8 @@
 --                                     client retrying after a lost reply)
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
---   force    1 if a lock key was deleted, else 0 (operator override; grants to the next waiter)
+--   force    1 if a lock key was deleted, plus 2 if a lock-delay (KEYS[10]) was ended: 0..3
+--            (operator override; grants to the next waiter)
 --   kick     1 if the free lock was granted to a waiter, else 0 (held, or nobody queued)
 --   any op   error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing was
 --            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
@@ -431,7 +432,7 @@ end
 if op == 'force' then
   local n = redis.call('DEL', KEYS[1])
   -- an operator's override ends the lock-delay too (to keep it, let the lease run out)
-  if KEYS[10] then redis.call('DEL', KEYS[10]) end
+  if KEYS[10] then n = n + 2 * redis.call('DEL', KEYS[10]) end
   local r = wake_marked()
   if r then return r end
   r = grant_next()

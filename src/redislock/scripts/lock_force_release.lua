@@ -5,7 +5,7 @@
 -- KEYS[4] delay key     optional: the hold's lock-delay key (fair.lua's KEYS[10]), DELeted
 --                       with the lock key: an operator's override ends the lock-delay too
 -- ARGV: none
--- returns 1 if a lock key was deleted, 0 if there was none
+-- returns 1 if a lock key was deleted, plus 2 if a lock-delay (KEYS[4]) was ended: 0..3
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; the lock key
 --                       is untouched (at most a spurious wake-up was published)
 -- The wake-up comes before the DEL, so a refused command never leaves the lock deleted
@@ -19,10 +19,11 @@ if r == 1 then
   r = redis.pcall('PUBLISH', KEYS[3], '*')
   if bad(r) then return failed('PUBLISH', r) end
 end
+local ended = 0
 if KEYS[4] then  -- before the lock key: a refusal leaves the lock key untouched
-  r = redis.pcall('DEL', KEYS[4])
-  if bad(r) then return failed('DEL', r) end
+  ended = redis.pcall('DEL', KEYS[4])
+  if bad(ended) then return failed('DEL', ended) end
 end
 r = redis.pcall('DEL', KEYS[1])
 if bad(r) then return failed('DEL', r) end
-return r
+return r + 2 * ended

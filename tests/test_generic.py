@@ -289,6 +289,25 @@ async def test_a_lease_deleted_behind_its_back_is_reported_lost(
             await s.release()
 
 
+@pytest.mark.parametrize("kind", rows())
+async def test_a_loss_the_holders_release_finds_is_told_once(
+    env: dict[str, Env], kind: Kind
+) -> None:
+    """The keys are gone before any renewal could see it (the next is 5 s away): the
+    holder's own release() finds the loss, and it is told as every loss is - ``lost``, then
+    ``on_lost`` once - before the release raises."""
+    e = env_of(env, kind)
+    lost: list[object] = []
+    with actors(kind, 1) as (actor,):
+        s = subject(kind, e, actor, watchdog_lease=15.0, renew_interval=5.0, on_lost=lost.append)
+        assert await s.acquire()
+        for admin in e.admins:
+            admin.flushall()
+        with pytest.raises(LockLostError):
+            await s.release()
+        assert lost == [s.holder]
+
+
 # ---------------------------------------------------------------------------- cancellation
 
 CANCEL_AFTER = [1e-6, 1e-5, 1e-4, 1e-3, 5e-3, 2e-2, 5e-2]

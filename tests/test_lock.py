@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -304,6 +305,34 @@ def test_on_lost_when_another_holder_took_the_key(flavor: Flavor) -> None:
     with pytest.raises(LockLostError):
         lock.release()
     assert flavor.admin.get(lock.key) == "f" * 32 + "|elsewhere|1|0"
+
+
+@pytest.mark.parametrize("call", ["release", "extend"])
+@pytest.mark.parametrize("lease", ["watchdog", "ttl"])
+def test_a_loss_the_holders_own_call_finds_is_told_once(
+    flavor: Flavor, call: str, lease: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """However a loss is found - here by the holder's own release() or extend(), before
+    any renewal could (the next one is 5 s away, or there is no watchdog) - it sets
+    ``lost``, logs one WARNING and calls ``on_lost`` once, before the call raises."""
+    fired: list[object] = []
+    timing: dict[str, float] = (
+        {"watchdog_lease": 15.0, "renew_interval": 5.0} if lease == "watchdog" else {"ttl": 15.0}
+    )
+    lock = flavor.lock("found", on_lost=fired.append, **timing)
+    assert lock.acquire()
+    flavor.admin.delete(lock.key)
+    found = lock.release if call == "release" else lambda: lock.extend(5)
+    with caplog.at_level(logging.WARNING, logger="redislock"), pytest.raises(LockLostError):
+        found()
+    assert lock.lost
+    assert len(fired) == 1  # told once, by the call that found it
+    told = [r for r in caplog.records if "lost" in r.getMessage() and r.levelno == logging.WARNING]
+    assert len(told) == 1, [r.getMessage() for r in caplog.records]
+    if call == "extend":  # found again by the release: told no second time
+        with pytest.raises(LockLostError):
+            lock.release()
+        assert len(fired) == 1
 
 
 def test_max_lease_caps_a_hung_holder(flavor: Flavor) -> None:

@@ -183,6 +183,11 @@ class Holding:
     watchers: list[Callable[[Holding], object]] | None = field(default=None, repr=False)
     """Called with this hold, in the thread that marks it lost, by :meth:`LockCore.mark_lost`
     (the guards of :mod:`redislock._core.guard`); None when nobody watches."""
+    teller: Callable[[LockCore, Holding], None] | None = field(default=None, repr=False)
+    """How this hold's loss is told (one WARNING, then ``on_lost`` of the object in
+    :attr:`renewer_ref`): set by the flavour's acquire step, called once by
+    :meth:`LockCore.mark_lost` whoever found the loss (a renewal, the holder's own release
+    or extend, a quorum or a batch); None: nobody to tell."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,18 +358,25 @@ class LockCore:
             raise LockLostError(self.name, h.lost_reason)
         return h
 
-    def mark_lost(self, h: Holding, reason: str) -> bool:
-        """Mark ``h`` lost; True if this call changed it (so ``on_lost`` should fire)."""
-        if h.lost or h.closing:
+    def mark_lost(self, h: Holding, reason: str, *, releasing: bool = False) -> bool:
+        """Mark ``h`` lost, the one path every loss takes however it was found: sets
+        ``lost`` and the reason, wakes the guards, records the metrics and tells the hold's
+        :attr:`Holding.teller` (one WARNING and ``on_lost``), once. True if this call
+        changed it. A hold being released (``closing``) is not lost when a renewal finds
+        its key gone (the release deleted it); ``releasing``: the release itself found the
+        lease gone, which is a loss."""
+        if h.lost or (h.closing and not releasing):
             return False
         h.lost = True
         h.lost_reason = reason
-        if h is self.holding:
+        if h is self.holding or releasing:
             self.last_lost = True
         if h.lost_event is not None or h.watchers:
             tell_lost(h)
         metrics.lost(self.label, self.name)
         metrics.held(self.label, self.name, time.monotonic() - h.acquired_at)
+        if h.teller is not None:
+            h.teller(self, h)
         return True
 
     def statistics(self) -> LockStatistics:
@@ -561,8 +573,8 @@ class LockCore:
             self.last_lost = True
             raise LockLostError(self.name, h.lost_reason)
         if status != "ok":
-            self.last_lost = True
-            raise LockLostError(self.name, self._why(h, status))
+            self.mark_lost(h, self._why(h, status), releasing=True)
+            raise LockLostError(self.name, h.lost_reason)
 
     def _won(self, start: float) -> bool:
         """Count the acquire that began at ``start`` (monotonic seconds) as won."""

@@ -372,9 +372,9 @@ class MultiCore(LockCore):
             self.last_lost = True
             raise LockLostError(self.name, h.lost_reason)
         if h.unreleased is not None:
-            self.last_lost = True
             status, name = h.unreleased
-            raise LockLostError(self.name, f"{why(status)} (name {name!r})")
+            self.mark_lost(h, f"{why(status)} (name {name!r})", releasing=True)
+            raise LockLostError(self.name, h.lost_reason)
 
     # ------------------------------------------------------------------ extend, status
 
@@ -414,11 +414,11 @@ class MultiCore(LockCore):
             raise NotOwnedError(self.name, "it was released while being extended")
         raise LockLostError(self.name, h.lost_reason or why(status))
 
-    def mark_lost(self, h: Holding, reason: str) -> bool:
+    def mark_lost(self, h: Holding, reason: str, *, releasing: bool = False) -> bool:
         """As :meth:`LockCore.mark_lost`; the reason names the name that was lost."""
         if isinstance(h, MultiHolding) and h.culprit:
             reason = f"{reason} (name {h.culprit!r})"
-        return LockCore.mark_lost(self, h, reason)
+        return LockCore.mark_lost(self, h, reason, releasing=releasing)
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
         """Whether ``token`` holds every name: ("ok", least TTL in seconds, 0), else

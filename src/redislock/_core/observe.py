@@ -56,7 +56,8 @@ def release_ended(core: LockCore, h: Holding, was_lost: bool, lost: bool) -> Non
     """The final release of ``h`` ended: released (``lost`` False) or found the lease gone;
     a loss already reported (``was_lost``: the watchdog or an extend marked it) is not
     counted again."""
-    if lost and not was_lost:
+    if was_lost or h.lost:  # recorded when it was marked lost (LockCore.mark_lost)
+        return
+    if lost:
         metrics.lost(core.label, core.name)
-    if not was_lost:
-        metrics.held(core.label, core.name, time.monotonic() - h.acquired_at)
+    metrics.held(core.label, core.name, time.monotonic() - h.acquired_at)

@@ -362,8 +362,8 @@ class RedlockCore(LockCore):
             self.last_lost = True
             raise LockLostError(self.name, h.lost_reason)
         if ok < self.quorum:
-            self.last_lost = True
-            raise LockLostError(self.name, "fewer than a majority of masters still had it")
+            self.mark_lost(h, "fewer than a majority of masters still had it", releasing=True)
+            raise LockLostError(self.name, h.lost_reason)
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Delete ``token``'s keys on every master (cleanup after a failed or cancelled

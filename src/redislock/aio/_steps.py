@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from redislock._core import observe
@@ -19,7 +20,7 @@ from redislock._core.hold import HoldCore
 from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Flow
 from redislock.aio._driver import run
-from redislock.aio.renewer import keep, renewer
+from redislock.aio.renewer import keep, renewer, tell_lost
 from redislock.errors import LockLostError, NotOwnedError
 
 if TYPE_CHECKING:
@@ -56,17 +57,29 @@ async def acquire(
         raise
     observe.acquire_ended(start, ok, polled=polled)
     h = core.holding
-    if ok and h is not None and core.watchdog:
-        renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
+    if ok and h is not None:
+        _tell_to(unit, h)
+        if core.watchdog:
+            renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
     return ok
+
+
+def _tell_to(unit: Renewable, h: Holding) -> None:
+    """Have a loss of ``h``, however found, told to ``unit``'s ``on_lost`` (tell_lost)."""
+    h.teller = tell_lost
+    ref = h.renewer_ref
+    if ref is None or ref() is not unit:
+        h.renewer_ref = weakref.ref(unit)
 
 
 async def adopt(unit: Renewable, core: LockCore, token: str) -> None:
     """Take over the hold of ``token``; a watchdog hold is renewed from now on."""
     await run(unit._client, core.adopt_flow(token))
     h = core.holding
-    if core.watchdog and h is not None:
-        renewer().schedule(unit, h, time.monotonic())
+    if h is not None:
+        _tell_to(unit, h)
+        if core.watchdog:
+            renewer().schedule(unit, h, time.monotonic())
 
 
 async def shielded(client: Any, flow: Flow[Any]) -> Any:

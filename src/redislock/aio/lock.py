@@ -53,8 +53,10 @@ class AsyncLock(AsyncLease):
         ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.
             ``None`` (default) means a watchdog lease of ``watchdog_lease`` seconds renewed
             every ``renew_interval`` seconds while held.
-        on_lost: called as ``on_lost(lock)`` from the watchdog task when it finds the lease
-            gone or cannot renew it before it runs out. Keep it short.
+        on_lost: called as ``on_lost(lock)`` once per lost hold, however the loss was
+            found: by the watchdog task (the lease gone, or not renewed before it ran out),
+            or by this object's own ``release()``/``extend()`` finding the key gone or
+            taken (then before that call raises). Keep it short.
             (asyncio) If it returns an awaitable, that is run as a task.
         timeout: default wait limit in seconds for ``async with`` and ``acquire()``; None:
             no limit.

@@ -14,7 +14,7 @@ from redislock._core.options import LockKwargs
 from redislock.aio import _flavour
 from redislock.aio._driver import run
 from redislock.aio.lock import AsyncLock
-from redislock.errors import AcquireTimeoutError, LockUsageError, NotOwnedError
+from redislock.errors import AcquireTimeoutError, LockLostError, LockUsageError, NotOwnedError
 
 __all__ = ["AsyncOnce", "AsyncOnceTurn"]
 
@@ -206,7 +206,13 @@ class AsyncOnceTurn:
         if not self.mine or token is None or fence is None:
             raise LockUsageError("commit() needs a turn that is this caller's, still held")
         flow = self._core.record_flow(token, fence, self.key, self._ttl_ms)
-        _, record = await run(self._client, flow)
+        try:
+            _, record = await run(self._client, flow)
+        except LockLostError as exc:  # found by the record's owner check: told as any loss
+            core = self.lock._core
+            if core.holding is not None:
+                core.mark_lost(core.holding, exc.reason)
+            raise
         self.record = record
         return record
 

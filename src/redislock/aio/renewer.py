@@ -18,7 +18,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from redislock._clients import ASYNC_SINGLE
-from redislock._core.lock import Holding
+from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
 from redislock.aio._driver import execute, run_batch
@@ -120,20 +120,29 @@ class AsyncRenewer:
                 log.error("renewing lock %r failed unexpectedly: %r", core.name, result)
                 failure = result if isinstance(result, BaseException) else RuntimeError(result)
                 result = core.renewal_error(h, failure)
-            due, fire = result
-            if fire:
-                log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
-                if core.on_lost is not None:
-                    try:
-                        outcome = core.on_lost(lock._subject())
-                        if inspect.isawaitable(outcome):
-                            keep(asyncio.ensure_future(outcome))
-                    except Exception:
-                        log.exception("on_lost callback of lock %r raised", core.name)
+            due, _ = result  # a loss was told by mark_lost (tell_lost)
             if due is not None:
                 again.append((lock, h, due))
         if again:
             self.schedule_many(again)
+
+
+def tell_lost(core: LockCore, h: Holding) -> None:
+    """An asyncio hold's :attr:`~redislock._core.lock.Holding.teller`: called once by
+    ``mark_lost`` whoever found the loss (a renewal, the holder's own release or extend),
+    on the event loop: one WARNING, then ``on_lost`` of the object that holds it (an
+    awaitable it returns runs as a task of its own)."""
+    log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
+    ref = h.renewer_ref
+    lock: Renewable | None = None if ref is None else ref()
+    if core.on_lost is None or lock is None:
+        return
+    try:
+        outcome = core.on_lost(lock._subject())
+        if inspect.isawaitable(outcome):
+            keep(asyncio.ensure_future(outcome))
+    except Exception:
+        log.exception("on_lost callback of lock %r raised", core.name)
 
 
 async def _renew_call(client: object, group: list[tuple[Renewable, Holding]]) -> list[object]:

@@ -51,8 +51,10 @@ class Lock(Lease):
         ttl: fixed lease in seconds (>= 0.001); it runs out unless :meth:`extend` is called.
             ``None`` (default) means a watchdog lease of ``watchdog_lease`` seconds renewed
             every ``renew_interval`` seconds while held.
-        on_lost: called as ``on_lost(lock)`` from the watchdog thread when it finds the lease
-            gone or cannot renew it before it runs out. Keep it short.
+        on_lost: called as ``on_lost(lock)`` once per lost hold, however the loss was
+            found: by the watchdog thread (the lease gone, or not renewed before it ran out),
+            or by this object's own ``release()``/``extend()`` finding the key gone or
+            taken (then before that call raises). Keep it short.
         timeout: default wait limit in seconds for ``with`` and ``acquire()``; None:
             no limit.
         watchdog_lease: watchdog lease length in seconds (default 30).

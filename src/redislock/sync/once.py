@@ -13,7 +13,7 @@ from typing import Any, Self, Unpack
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.once import DEFAULT_PERIOD, OnceCore, OnceRecord
 from redislock._core.options import LockKwargs
-from redislock.errors import AcquireTimeoutError, LockUsageError, NotOwnedError
+from redislock.errors import AcquireTimeoutError, LockLostError, LockUsageError, NotOwnedError
 from redislock.sync import _flavour
 from redislock.sync._driver import run
 from redislock.sync.lock import Lock
@@ -208,7 +208,13 @@ class OnceTurn:
         if not self.mine or token is None or fence is None:
             raise LockUsageError("commit() needs a turn that is this caller's, still held")
         flow = self._core.record_flow(token, fence, self.key, self._ttl_ms)
-        _, record = run(self._client, flow)
+        try:
+            _, record = run(self._client, flow)
+        except LockLostError as exc:  # found by the record's owner check: told as any loss
+            core = self.lock._core
+            if core.holding is not None:
+                core.mark_lost(core.holding, exc.reason)
+            raise
         self.record = record
         return record
 

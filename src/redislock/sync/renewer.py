@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from redislock._clients import SYNC_SINGLE
-from redislock._core.lock import Holding
+from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
 from redislock.sync._driver import execute, run_batch
@@ -127,11 +127,10 @@ class Renewer:
             else:
                 # The renewal sent for h has not answered and the lease estimate ran out.
                 lock, h = item
-                _, fire = lock._core.renewal_error(
+                # a loss is told by mark_lost (tell_lost: on a worker, not on this thread)
+                lock._core.renewal_error(
                     h, TimeoutError("no answer to the renewal before the lease ran out")
                 )
-                if fire:  # on a worker: a slow callback must not hold up the scheduler
-                    self._workers.submit(_notify_lost, lock, h)
             del item
 
     def _renew(self, group: list[tuple[Renewable, Holding]]) -> None:
@@ -164,9 +163,7 @@ class Renewer:
                 log.error("renewing lock %r failed unexpectedly: %r", lock._core.name, result)
                 failure = result if isinstance(result, BaseException) else RuntimeError(result)
                 result = lock._core.renewal_error(h, failure)
-            due, fire = result
-            if fire:
-                _notify_lost(lock, h)
+            due, _ = result  # a loss was told by mark_lost, here on this worker
             if due is None:
                 with self._cond:
                     self._deadlines.discard(h)
@@ -189,10 +186,23 @@ def _lock_renew(lock: Renewable) -> bool:
     return lock._core.lock_renew
 
 
-def _notify_lost(lock: Renewable, h: Holding) -> None:
-    core = lock._core
+def tell_lost(core: LockCore, h: Holding) -> None:
+    """A sync hold's :attr:`~redislock._core.lock.Holding.teller`: called once by
+    ``mark_lost`` whoever found the loss. In the thread that found it (the holder's own
+    release or extend, a renewal worker), except on the scheduler thread, which hands it to
+    a worker: a slow callback must not hold up the other leases' renewals."""
+    found = _renewer
+    if found is not None and threading.current_thread() is found._thread:
+        found._workers.submit(_notify_lost, core, h)
+    else:
+        _notify_lost(core, h)
+
+
+def _notify_lost(core: LockCore, h: Holding) -> None:
     log.warning("lease of lock %r lost: %s", core.name, h.lost_reason)
-    if core.on_lost is not None:
+    ref = h.renewer_ref
+    lock: Renewable | None = None if ref is None else ref()
+    if core.on_lost is not None and lock is not None:
         try:
             core.on_lost(lock._subject())
         except Exception:

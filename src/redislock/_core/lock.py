@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,6 +142,19 @@ def no_ttl(key: str) -> UnexpectedReplyError:
         f"lock key {key!r} exists without a TTL: it was not written by redislock (or was "
         "PERSISTed); it would never expire"
     )
+
+
+_MARKING = threading.Lock()
+"""Held while :meth:`LockCore.mark_lost` tests and sets a hold's ``lost`` (the renewer's
+threads and the holder's own may find the same loss): a loss is told once."""
+
+
+def _marking_in_child() -> None:  # a fork while another thread held it: a fresh one
+    global _MARKING
+    _MARKING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_marking_in_child)
 
 
 @dataclass(slots=True, eq=False)
@@ -365,10 +379,11 @@ class LockCore:
         changed it. A hold being released (``closing``) is not lost when a renewal finds
         its key gone (the release deleted it); ``releasing``: the release itself found the
         lease gone, which is a loss."""
-        if h.lost or (h.closing and not releasing):
-            return False
-        h.lost = True
-        h.lost_reason = reason
+        with _MARKING:  # a renewal and the holder's own call may find it at once: one wins
+            if h.lost or (h.closing and not releasing):
+                return False
+            h.lost = True
+            h.lost_reason = reason
         if h is self.holding or releasing:
             self.last_lost = True
         if h.lost_event is not None or h.watchers:

@@ -170,6 +170,45 @@ def test_a_failed_run_writes_nothing_and_the_next_one_runs(
     assert once.done() == again.record
 
 
+def server_seconds(client: redis.Redis) -> float:
+    seconds, micros = client.time()
+    return seconds + micros / 1_000_000.0
+
+
+@pytest.mark.parametrize("skew", [-150.0, 150.0], ids=["behind", "ahead"])
+def test_a_host_whose_clock_is_off_uses_the_servers_period(
+    r: redis.Redis, admin: redis.Redis, monkeypatch: pytest.MonkeyPatch, skew: float
+) -> None:
+    """A host 150 s behind or ahead (more than a 120 s period, and than MARGIN): its turn
+    is the server's period, and the record lives until that period's end plus MARGIN on
+    the server's clock. (By the host's own clock it would take the previous or the next
+    period, and write a record that ends 150 s too early or too late: another host would
+    run the period again.)"""
+    period = 120.0
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew)
+    once = Once(r, "job", period=period)
+    before = server_seconds(admin)
+    with once.run() as turn:
+        after = server_seconds(admin)
+        assert turn.mine
+    keys = {period_key(period, before), period_key(period, after)}
+    assert turn.key in keys  # the server's period, whatever this host's clock says
+    assert turn.record is not None
+    end_ms = period_start(period, after) + 120_000  # the latest the period can end
+    start_ms = period_start(period, before) + 120_000
+    ttl = admin.pttl(record_key(turn.key))
+    now_ms = server_seconds(admin) * 1000.0
+    # it ends at its period's end plus MARGIN, by the server's clock (to a round trip)
+    assert start_ms + MARGIN * 1000 - 1000 <= now_ms + ttl <= end_ms + MARGIN * 1000 + 1000
+    assert once.done() == turn.record  # done() reads the server's period too
+    other = Once(r, "job", period=period)  # a host with the right clock: the same period
+    monkeypatch.setattr(time, "time", real)
+    with other.run() as second:
+        assert not second.mine or second.key != turn.key  # a new period began meanwhile
+        assert second.mine or second.record == turn.record
+
+
 def test_an_explicit_key_is_its_own_period(r: redis.Redis, admin: redis.Redis) -> None:
     first = Once(r, "job", period=100, key="2026-11-23")
     with first.run() as turn:

@@ -30,7 +30,7 @@ from typing import Any, Final
 from redislock._core import validate
 from redislock._core.codec import holder_meta
 from redislock._core.keys import DEFAULT_PREFIX, LockKeys, once_key
-from redislock._core.ops import Call, Eval, Flow, as_str
+from redislock._core.ops import Call, Eval, Flow, as_int, as_str
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import LockConfigError, LockLostError, UnexpectedReplyError
 
@@ -48,8 +48,10 @@ _RECORD = SCRIPTS["once_record"]
 DEFAULT_PERIOD: Final = 86400.0
 """Seconds in the default period (a UTC day)."""
 MARGIN: Final = 60.0
-"""Seconds a period-aligned record outlives its period, for hosts whose clocks lag: a host
-60 s behind still finds the record of the period it believes is current."""
+"""Seconds a period-aligned record outlives its period (on the server's clock, which the
+periods follow): a caller that read the period just before it ended still finds its record
+when it looks again after a wait for the lock, and a server clock stepped back by up to this
+much does not run a period twice."""
 MAX_KEY_BYTES: Final = 256
 """Longest explicit period key, in UTF-8 bytes."""
 
@@ -164,6 +166,28 @@ class OnceCore:
         start = period_start(self.period, now)
         left = start + ms - math.floor(now * 1000.0)
         return period_key(self.period, now), max(1, left + validate.to_ms(MARGIN))
+
+    def now_flow(self) -> Flow[float]:
+        """The server's clock (``TIME``), Unix seconds. Aligned periods follow it, not the
+        caller's: hosts whose clocks disagree agree on the period and on when its record
+        ends (a host minutes ahead or behind neither runs a period twice nor skips one)."""
+        reply = yield Call(("TIME",))
+        if not isinstance(reply, list | tuple) or len(reply) != 2:
+            raise UnexpectedReplyError(f"TIME replied {reply!r}")
+        return as_int(reply[0]) + as_int(reply[1]) / 1_000_000.0
+
+    def period_flow(self) -> Flow[tuple[str, int]]:
+        """:meth:`current` on the server's clock (:meth:`now_flow`): the period key and how
+        long, in milliseconds, a record written now lives. An explicit key needs no clock
+        (no I/O)."""
+        if self.key is not None:
+            return self.current(0.0)
+        return self.current((yield from self.now_flow()))
+
+    def peek_now_flow(self) -> Flow[OnceRecord | None]:
+        """The record of the period now on the server's clock, or None (TIME, then GET)."""
+        key, _ = yield from self.period_flow()
+        return (yield from self.peek_flow(key))
 
     def record_key(self, period_key: str) -> str:
         """The Redis key of the record of ``period_key``."""

@@ -52,9 +52,12 @@ class Once:
     Periods: with ``key`` None (default), periods of ``period`` seconds aligned on UTC
     multiples of the period since the Unix epoch (86400: a UTC day from midnight; 3600: an
     hour), keyed by their start (``2026-11-23T00:00:00Z``); a record lives until its
-    period's end plus 60 seconds (for hosts whose clocks lag). With an explicit ``key``
+    period's end plus 60 seconds. Aligned periods follow the SERVER's clock (``TIME``, read
+    when the turn starts), not the caller's, so hosts whose clocks disagree agree on the
+    period; a server clock stepped forward moves the periods with it, one stepped back by
+    more than 60 s past a period's end can run that period again. With an explicit ``key``
     (``"2026-11-23"``) the period is that key, and its record lives ``period`` seconds.
-    A caller's period is fixed when :meth:`run` starts (not when it gets the lock).
+    A caller's period is fixed when its turn starts (not when it gets the lock).
 
     Args:
         client: as for :class:`Lock`.
@@ -103,8 +106,9 @@ class Once:
         return self._core.key
 
     def current_key(self) -> str:
-        """The key of the period now (the explicit key, or the aligned period's start in UTC,
-        ``2026-11-23T00:00:00Z``); no I/O."""
+        """The key of the period now by THIS host's clock (the explicit key, or the aligned
+        period's start in UTC, ``2026-11-23T00:00:00Z``); no I/O. :meth:`run` and
+        :meth:`done` use the server's clock instead, which every host shares."""
         return self._core.current(time.time())[0]
 
     def done(self) -> OnceRecord | None:
@@ -114,7 +118,7 @@ class Once:
             UnexpectedReplyError: the record key holds something else.
             redis.exceptions.RedisError: Redis failed.
         """
-        return run(self._client, self._core.peek_flow(self.current_key()))
+        return run(self._client, self._core.peek_now_flow())
 
     def run(self, timeout: float | None = None) -> OnceTurn:
         """This caller's turn for the current period, to use with ``with`` (no I/O
@@ -136,7 +140,8 @@ class OnceTurn:
     """One caller's turn of a :class:`Once` for one period (from :meth:`Once.run`).
 
     Attributes:
-        key: the period key.
+        key: the period key: set when the turn starts, from the server's clock ("" until
+            then; an explicit key from the outset).
         mine: whether this caller must run the job (it then holds the lock until the end of
             the ``with`` block).
         record: who ran the job of the period: the winner's record when ``mine`` is False;
@@ -152,7 +157,8 @@ class OnceTurn:
         self._client = client
         self._core = core
         self._timeout = timeout
-        self.key, self._ttl_ms = core.current(time.time())
+        self.key = core.key or ""  # the period: set by start(), from the server's clock
+        self._ttl_ms = 0
         self.lock = lock
         self.mine = False
         self.record: OnceRecord | None = None
@@ -173,6 +179,7 @@ class OnceTurn:
         if self.mine or self.record is not None:
             raise LockUsageError("a Once turn can be started once")
         core, client = self._core, self._client
+        self.key, self._ttl_ms = run(client, core.period_flow())
         self.record = run(client, core.peek_flow(self.key))
         if self.record is not None:
             return self

@@ -5,6 +5,7 @@ holder (a guard process follows a pipe only ``redislock`` holds)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -156,3 +157,58 @@ def wait_for_file_lines(path: Path, n: int, timeout: float = 10.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError(f"{path} never had {n} lines")
+
+
+@pytest.mark.parametrize("verb", ["run", "elect", "once"])
+def test_a_stopped_redislock_has_its_command_stopped_before_the_lease_ends(
+    redis_server: RedisProcess, admin: redis.Redis, tmp_path: Path, verb: str
+) -> None:
+    """SIGSTOP of redislock alone (CMD's group runs on): no renewal goes out, and another
+    host may take the name once the lease ends. The guard hears no heartbeat either, and
+    stops CMD before that; on SIGCONT redislock reports the loss (79)."""
+    url = f"unix://{redis_server.client_kwargs()['unix_socket_path']}"
+    pid_file, ticks = tmp_path / "cmd.pid", tmp_path / "ticks"
+    script = f"echo $$ > {pid_file}; while :; do echo t >> {ticks}; sleep 0.05; done"
+    extra = ["--period", "3600"] if verb == "once" else []
+    first = subprocess.Popen(
+        [sys.executable, "-m", "redislock", "--url", url, verb, "st", "--ttl", str(TTL)]
+        + [*extra, "--", "sh", "-c", script],
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    cmd = 0
+    try:
+        cmd = wait_for_file(pid_file, timeout=30)
+        key = LockKeys.for_name("st").lock
+        wait_for_file_lines(ticks, 3, timeout=30)
+        os.kill(first.pid, signal.SIGSTOP)  # redislock alone: CMD's group runs on
+        sent = time.monotonic()
+        ttl_ms = int(admin.pttl(key))
+        assert ttl_ms > 0
+        key_ends = sent + ttl_ms / 1000.0  # no earlier than this (the PTTL was read later)
+        while alive(cmd) and time.monotonic() < key_ends + 5.0:
+            time.sleep(0.01)
+        gone = time.monotonic()
+        assert not alive(cmd), "CMD ran on after the lease ended"
+        assert gone < key_ends, f"CMD was stopped {gone - key_ends:.3f} s after the lease ended"
+        assert len(ticks.read_text().split()) > 3  # it did run on while redislock was stopped
+        os.kill(first.pid, signal.SIGCONT)
+        _, err = first.communicate(timeout=30)
+        assert first.returncode == 79, err
+        assert "guard stopped the command" in err
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(first.pid, signal.SIGCONT)
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        if cmd and alive(cmd):
+            os.kill(cmd, signal.SIGKILL)
+
+
+def test_the_guard_and_run_agree_on_the_guards_exit_status() -> None:
+    from redislock.cli import _guard
+    from redislock.cli.run import GUARD_FIRED
+
+    assert _guard.FIRED == GUARD_FIRED

@@ -9,6 +9,7 @@ read or write side of a ``ReadWriteLock``, a ``FairLock``, or one ``Permit`` of 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -54,6 +55,8 @@ class Held(Protocol):
     def owned(self) -> bool: ...
 
     def release(self) -> None: ...
+
+    def statistics(self) -> Any: ...
 
 
 class _Acquirable(Held, Protocol):
@@ -142,6 +145,9 @@ def guard(
     raise ValueError(f"unknown kind {kind!r}")
 
 
+GUARD_FIRED: Final = 3
+"""The guard's exit status when it stopped CMD at a deadline (``redislock.cli._guard``)."""
+
 STEP_DOWN: Final = 0.25
 """``redislock elect`` stops CMD when its local lease estimate has less than this fraction
 of the lease left (Kubernetes client-go's renew deadline, shorter than the lease: renewals
@@ -213,8 +219,18 @@ def run_command(
 
     busy = EXIT_BUSY if conflict_status is None else conflict_status
     lost = threading.Event()
-    clock = _StopClock()
+    guarded = threading.Event()  # the guard stopped CMD: we were not heard from in time
     stopped_for: list[float] = []
+
+    def beat() -> None:
+        # The guard's deadlines follow the local lease estimate, which each renewal moves:
+        # stopped or starved, we stop moving them, and the guard stops CMD in time.
+        if held is not None and not lost.is_set():
+            left = held.statistics().lease_remaining
+            if left is not None:
+                child.tell_deadline(time.monotonic() + left, ttl, grace)
+
+    clock = _StopClock(beat)
 
     def stop_child() -> None:
         # Runs in the renewer: SIGTERM the group now, SIGKILL after the grace period.
@@ -321,7 +337,10 @@ def run_command(
     finally:
         clock.stop()
         ended.set()
-        child.done()
+        if child.done() and not lost.is_set():  # the guard stopped CMD at its deadline
+            stopped_for.append(clock.longest_gap())
+            guarded.set()
+            lost.set()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         try:
@@ -331,7 +350,8 @@ def run_command(
         except Exception as exc:
             release_error = exc
     if lost.is_set():
-        print(f"redislock: {_lost(how.what, name, ttl, stopped_for)}", file=sys.stderr)
+        message = _lost(how.what, name, ttl, stopped_for, guarded.is_set())
+        print(f"redislock: {message}", file=sys.stderr)
         return EXIT_LOST
     if commit_error is not None:
         print(
@@ -375,36 +395,42 @@ def _busy(client: redis.Redis, what: str, name: str, prefix: str, wait: float | 
     return f"waited {wait:.1f} s for {what} {name!r}{tail}"
 
 
-def _lost(what: str, name: str, ttl: float, stopped_for: list[float]) -> str:
-    """The one message for a lost lease, with its reason in plain words."""
+def _lost(what: str, name: str, ttl: float, stopped_for: list[float], guarded: bool) -> str:
+    """The one message for a lost lease, with its reason in plain words (``guarded``: the
+    guard stopped CMD because no renewal was heard of before the lease would end)."""
     from redislock.cli import lost_reason
 
     head = f"lease of {what} {name!r} was lost while the command ran"
+    told = "; its guard stopped the command before the lease ended" if guarded else ""
     gap = stopped_for[0] if stopped_for else 0.0
     if gap >= ttl / 2:
         return (
             f"{head}: the lease ran out while redislock was stopped (SIGSTOP/Ctrl-Z) or "
-            f"suspended for {gap:.1f} s (--ttl {ttl:g} s)"
+            f"suspended for {gap:.1f} s (--ttl {ttl:g} s){told}"
         )
+    renewal = "could not renew before the lease ran out: "  # the library's words
     reason = lost_reason(name)
+    if reason is None and guarded:  # alive, but no renewal was confirmed in time
+        reason = f"{renewal}no renewal was confirmed in time"
     if reason is None:
         return head
-    renewal = "could not renew before the lease ran out: "  # the library's words
     if reason.startswith(renewal):
         cause = reason.removeprefix(renewal)
         if cause.startswith("TimeoutError: no answer to the renewal"):
             cause = "Redis did not answer (it is unreachable, or too slow)"
         reason = f"could not renew within the --ttl {ttl:g} s lease: {cause}"
-    return f"{head}: {reason}"
+    return f"{head}: {reason}{told}"
 
 
 class _StopClock:
     """A thread ticking every 0.1 s: the longest gap between two ticks tells how long this
-    process was stopped (SIGSTOP, Ctrl-Z) or the machine suspended."""
+    process was stopped (SIGSTOP, Ctrl-Z) or the machine suspended. Each tick also calls
+    ``beat`` (the guard's heartbeat: :meth:`_Child.tell_deadline`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, beat: Callable[[], None] | None = None) -> None:
         self._last = time.monotonic()
         self._gap = 0.0
+        self._beat = beat
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="redislock-stopclock")
         self._thread.daemon = True
@@ -421,6 +447,12 @@ class _StopClock:
             now = time.monotonic()
             self._gap = max(self._gap, now - self._last)
             self._last = now
+            if self._beat is not None:
+                try:
+                    self._beat()
+                except Exception as exc:  # never stop the clock; the guard then fires
+                    print(f"redislock: the guard's heartbeat failed: {exc!r}", file=sys.stderr)
+                    self._beat = None
 
     def longest_gap(self) -> float:
         """The longest time between two ticks so far, the current one included (s)."""
@@ -474,6 +506,7 @@ class _Child:
         self.finished = False
         self.guard: subprocess.Popen[bytes] | None = None
         self.guard_pipe: int | None = None  # the only write end of the guard's stdin
+        self.told_kill_at = -math.inf  # the guard's latest kill_at (tell_deadline)
 
     def start(self, cmd: list[str], env: dict[str, str]) -> None:
         self._start_guard()
@@ -554,20 +587,37 @@ class _Child:
             with contextlib.suppress(OSError):
                 os.write(self.guard_pipe, line.encode())
 
-    def done(self) -> None:
+    def tell_deadline(self, lease_end: float, ttl: float, grace: float) -> None:
+        """Tell the guard when to stop CMD if it hears nothing newer (monotonic seconds):
+        SIGKILL a tenth of the lease before ``lease_end`` (the local estimate's end), SIGTERM
+        the grace period before that (at most a quarter of the lease). Written only when the
+        estimate moved (a renewal), and only once CMD runs."""
+        if self.proc is None or self.finished:
+            return
+        kill_at = lease_end - max(0.1 * ttl, 0.05)
+        if kill_at - self.told_kill_at < 0.05:
+            return
+        self.told_kill_at = kill_at
+        term_at = kill_at - min(grace, 0.25 * ttl)
+        self._tell_guard(f"until {term_at:.3f} {kill_at:.3f}\n")
+
+    def done(self) -> bool:
         """Take the terminal back and cancel pending kills: the group id may be reused;
-        dismiss the guard (CMD exited, or its group was killed after a loss)."""
+        dismiss the guard (CMD exited, or its group was killed after a loss). True if the
+        guard had stopped CMD at its deadline (this process was not heard from in time)."""
         self.finished = True
         self._tell_guard("done\n")
         if self.guard_pipe is not None:
             os.close(self.guard_pipe)
             self.guard_pipe = None
+        fired = False
         if self.guard is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.guard.wait(5.0)
+                fired = self.guard.wait(5.0) == GUARD_FIRED
         for timer in self.timers:
             timer.cancel()
         self._take_terminal_back()
+        return fired
 
     def forward(self, signum: int, _frame: FrameType | None) -> None:
         self.send(signum)

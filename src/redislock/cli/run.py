@@ -590,7 +590,7 @@ class _Child:
     def tell_deadline(self, lease_end: float, ttl: float, grace: float) -> None:
         """Tell the guard when to stop CMD if it hears nothing newer (monotonic seconds):
         SIGKILL a tenth of the lease before ``lease_end`` (the local estimate's end), SIGTERM
-        the grace period before that (at most a quarter of the lease). Written only when the
+        the grace period before that (at most 0.15 of the lease). Written only when the
         estimate moved (a renewal), and only once CMD runs."""
         if self.proc is None or self.finished:
             return
@@ -598,7 +598,7 @@ class _Child:
         if kill_at - self.told_kill_at < 0.05:
             return
         self.told_kill_at = kill_at
-        term_at = kill_at - min(grace, 0.25 * ttl)
+        term_at = kill_at - min(grace, 0.15 * ttl)
         self._tell_guard(f"until {term_at:.3f} {kill_at:.3f}\n")
 
     def done(self) -> bool:

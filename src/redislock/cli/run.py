@@ -337,10 +337,11 @@ def run_command(
     finally:
         clock.stop()
         ended.set()
-        if child.done() and not lost.is_set():  # the guard stopped CMD at its deadline
-            stopped_for.append(clock.longest_gap())
+        if child.done():  # the guard stopped CMD at its deadline
             guarded.set()
-            lost.set()
+            if not lost.is_set():
+                stopped_for.append(clock.longest_gap())
+                lost.set()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         try:

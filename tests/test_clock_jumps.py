@@ -217,6 +217,31 @@ def test_forward_jump_with_a_fixed_ttl_is_found_only_when_the_holder_asks(
     rival.release()
 
 
+def test_once_after_a_forward_jump_runs_in_the_servers_new_period_not_the_same_again(
+    server: RedisProcess, r: redis.Redis
+) -> None:
+    """A server clock stepped forward (+240 s, period 120 s) ends the record of the period
+    at once. The periods follow the server's clock, so the next turn is a later period's
+    (a new key), never a second run of the period already recorded: no two records of one
+    period key. (On the caller's clock, the next turn took the same period again, found no
+    record, and ran it twice.)"""
+    from redislock import Once
+
+    once = Once(r, "jump", period=120.0)
+    with once.run() as first:
+        assert first.mine
+    assert r.exists(f"redislock:{{jump}}:once:{first.key}") == 1
+    server.set_clock_offset(240.0)
+    wait_for(lambda: server_offset(r) > 200)
+    with once.run() as second:
+        assert second.key != first.key  # the server's new period
+    assert second.mine
+    assert second.key > first.key  # ISO timestamps: later sorts after
+    with once.run() as third:  # the same period again: its record is there
+        assert not third.mine or third.key != second.key
+    assert third.record is not None
+
+
 # ----------------------------------------------------------------------------- backward
 
 

@@ -170,9 +170,9 @@ def test_a_stopped_redislock_has_its_command_stopped_before_the_lease_ends(
     pid_file, ticks = tmp_path / "cmd.pid", tmp_path / "ticks"
     script = f"echo $$ > {pid_file}; while :; do echo t >> {ticks}; sleep 0.05; done"
     extra = ["--period", "3600"] if verb == "once" else []
+    command = [sys.executable, "-m", "redislock", "--url", url, verb, "st", "--ttl", str(TTL)]
     first = subprocess.Popen(
-        [sys.executable, "-m", "redislock", "--url", url, verb, "st", "--ttl", str(TTL)]
-        + [*extra, "--", "sh", "-c", script],
+        [*command, *extra, "--", "sh", "-c", script],
         start_new_session=True,
         stderr=subprocess.PIPE,
         text=True,

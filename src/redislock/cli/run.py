@@ -317,7 +317,12 @@ def run_command(
                 deadline.daemon = True
                 deadline.start()
             try:
-                child.start(cmd, {**os.environ, ENV_FENCING_TOKEN: str(held.fencing_token)})
+                left = held.statistics().lease_remaining
+                child.start(
+                    cmd,
+                    {**os.environ, ENV_FENCING_TOKEN: str(held.fencing_token)},
+                    lease=None if left is None else (time.monotonic() + left, ttl, grace),
+                )
             except FileNotFoundError:
                 print(f"redislock: command not found: {cmd[0]}", file=sys.stderr)
                 return 127
@@ -505,17 +510,26 @@ class _Child:
         self.pending: list[int] = []
         self.timers: list[threading.Timer] = []
         self.finished = False
+        self.tstp_pending = False  # Ctrl-Z came while CMD was being started (on_tstp)
         self.guard: subprocess.Popen[bytes] | None = None
         self.guard_pipe: int | None = None  # the only write end of the guard's stdin
         self.told_kill_at = -math.inf  # the guard's latest kill_at (tell_deadline)
 
-    def start(self, cmd: list[str], env: dict[str, str]) -> None:
+    def start(
+        self, cmd: list[str], env: dict[str, str], lease: tuple[float, float, float] | None
+    ) -> None:
+        """Start CMD in a group of its own, guarded: the guard learns the group and, in the
+        same write, the first deadline (``lease``: the local estimate's end, the ttl and
+        the grace, as for :meth:`tell_deadline`), so no moment leaves CMD unguarded."""
         self._start_guard()
         self.proc = subprocess.Popen(cmd, process_group=0, env=env)
-        self._tell_guard(f"{self.proc.pid}\n")
+        self._tell_guard(f"{self.proc.pid}\n" + ("" if lease is None else self._until(*lease)))
         self._give_terminal_if_foreground()
         for sig in self.pending:
             self.send(sig)
+        if self.tstp_pending:  # Ctrl-Z while Popen ran: CMD may run already; stop both now
+            self.tstp_pending = False
+            self.on_tstp(signal.SIGTSTP, None)
 
     def _give_terminal_if_foreground(self) -> None:
         fd = self.terminal
@@ -555,7 +569,9 @@ class _Child:
     def on_tstp(self, _signum: int, _frame: FrameType | None) -> None:
         """SIGTSTP to us (Ctrl-Z while CMD is not the terminal's foreground)."""
         if self.proc is None:
-            os.kill(os.getpid(), signal.SIGSTOP)  # nothing runs yet; just stop
+            # CMD is being started (Popen has not returned: it may run already, and its
+            # group is not known yet): stop both once it is (start)
+            self.tstp_pending = True
             return
         self.send(signal.SIGSTOP)
         self._stop_and_resume()
@@ -595,12 +611,14 @@ class _Child:
         estimate moved (a renewal), and only once CMD runs."""
         if self.proc is None or self.finished:
             return
+        if lease_end - max(0.1 * ttl, 0.05) - self.told_kill_at >= 0.05:
+            self._tell_guard(self._until(lease_end, ttl, grace))
+
+    def _until(self, lease_end: float, ttl: float, grace: float) -> str:
         kill_at = lease_end - max(0.1 * ttl, 0.05)
-        if kill_at - self.told_kill_at < 0.05:
-            return
         self.told_kill_at = kill_at
         term_at = kill_at - min(grace, 0.15 * ttl)
-        self._tell_guard(f"until {term_at:.3f} {kill_at:.3f}\n")
+        return f"until {term_at:.3f} {kill_at:.3f}\n"
 
     def done(self) -> bool:
         """Take the terminal back and cancel pending kills: the group id may be reused;

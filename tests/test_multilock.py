@@ -355,9 +355,12 @@ def test_fencing_tokens_are_one_sequence_per_name_shared_with_lock(fl: Multi) ->
 
 def test_extend_and_replace(fl: Multi) -> None:
     m = fl.multi([f"e{i}" for i in range(CHUNK + 5)], ttl=5)
+    start = time.monotonic()  # the lease began after this
     assert m.acquire()
-    assert 14.0 < m.extend(10) <= 15.0
-    assert 14.0 < fl.admin.pttl(key("e0")) / 1000 <= 15.0
+    got = m.extend(10)
+    assert 15.0 - (time.monotonic() - start) < got <= 15.0  # 5 s less what has passed, + 10
+    left = fl.admin.pttl(key("e0")) / 1000
+    assert 15.0 - (time.monotonic() - start) < left <= 15.0
     assert 14.0 < fl.admin.pttl(key(f"e{CHUNK + 4}")) / 1000 <= 15.0
     assert m.extend(2, replace=True) == 2.0
     assert 1.0 < m.remaining() <= 2.0
@@ -756,6 +759,7 @@ def test_cluster_multilock_across_slots(rc: redis.cluster.RedisCluster) -> None:
     # A waiter is woken by the release of the busy name (through the wake-up channel).
     waiter = Background(lambda: m.acquire(timeout=20))
     wait_for(lambda: rc.exists(LockKeys.for_name("c:30").wait) == 1)
+    released = time.monotonic()  # the waiter's hold began after this
     blocker.release()
     assert waiter.join() is True
     tokens = fences(m)
@@ -763,7 +767,8 @@ def test_cluster_multilock_across_slots(rc: redis.cluster.RedisCluster) -> None:
     assert tokens["c:30"] == 2
     assert cluster_keys_left(rc, names) == len(names)
     assert m.owned()
-    assert 14.0 < m.extend(5) <= 15.0
+    got = m.extend(5)
+    assert 15.0 - (time.monotonic() - released) < got <= 15.0  # 10 s less what has passed, + 5
     assert Lock(rc, "big}7", ttl=10).acquire(blocking=False) is False
     other = Lock(rc, "c:5", ttl=10)
     lock_waiter = Background(lambda: other.acquire(timeout=20))

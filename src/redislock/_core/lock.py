@@ -18,6 +18,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Self
@@ -202,6 +203,16 @@ class Holding:
     :attr:`renewer_ref`): set by the flavour's acquire step, called once by
     :meth:`LockCore.mark_lost` whoever found the loss (a renewal, the holder's own release
     or extend, a quorum or a batch); None: nobody to tell."""
+
+
+def tell_to(h: Holding, unit: object, teller: Callable[[LockCore, Holding], None]) -> None:
+    """Have a loss of ``h``, however found, told by ``teller`` to ``unit`` (the object whose
+    ``on_lost`` it calls, kept in :attr:`Holding.renewer_ref`): each flavour's acquire and
+    adopt steps call this with their own teller."""
+    h.teller = teller
+    ref = h.renewer_ref
+    if ref is None or ref() is not unit:
+        h.renewer_ref = weakref.ref(unit)
 
 
 @dataclass(frozen=True, slots=True)

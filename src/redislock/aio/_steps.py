@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from redislock._core import observe
 from redislock._core.hold import HoldCore
-from redislock._core.lock import Holding, LockCore
+from redislock._core.lock import Holding, LockCore, tell_to
 from redislock._core.ops import Flow
 from redislock.aio._driver import run
 from redislock.aio.renewer import keep, renewer, tell_lost
@@ -58,18 +57,10 @@ async def acquire(
     observe.acquire_ended(start, ok, polled=polled)
     h = core.holding
     if ok and h is not None:
-        _tell_to(unit, h)
+        tell_to(h, unit, tell_lost)
         if core.watchdog:
             renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
     return ok
-
-
-def _tell_to(unit: Renewable, h: Holding) -> None:
-    """Have a loss of ``h``, however found, told to ``unit``'s ``on_lost`` (tell_lost)."""
-    h.teller = tell_lost
-    ref = h.renewer_ref
-    if ref is None or ref() is not unit:
-        h.renewer_ref = weakref.ref(unit)
 
 
 async def adopt(unit: Renewable, core: LockCore, token: str) -> None:
@@ -77,7 +68,7 @@ async def adopt(unit: Renewable, core: LockCore, token: str) -> None:
     await run(unit._client, core.adopt_flow(token))
     h = core.holding
     if h is not None:
-        _tell_to(unit, h)
+        tell_to(h, unit, tell_lost)
         if core.watchdog:
             renewer().schedule(unit, h, time.monotonic())
 

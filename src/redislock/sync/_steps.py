@@ -6,12 +6,11 @@ adds what cancellation needs."""
 from __future__ import annotations
 
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from redislock._core import observe
 from redislock._core.hold import HoldCore
-from redislock._core.lock import Holding, LockCore
+from redislock._core.lock import Holding, LockCore, tell_to
 from redislock._core.ops import Flow
 from redislock.errors import LockLostError
 from redislock.sync._driver import run
@@ -43,18 +42,10 @@ def acquire(
     observe.acquire_ended(start, ok, polled=polled)
     h = core.holding
     if ok and h is not None:
-        _tell_to(unit, h)
+        tell_to(h, unit, tell_lost)
         if core.watchdog:
             renewer().schedule(unit, h, h.acquired_at + core.renew_interval)
     return ok
-
-
-def _tell_to(unit: Renewable, h: Holding) -> None:
-    """Have a loss of ``h``, however found, told to ``unit``'s ``on_lost`` (tell_lost)."""
-    h.teller = tell_lost
-    ref = h.renewer_ref
-    if ref is None or ref() is not unit:
-        h.renewer_ref = weakref.ref(unit)
 
 
 def adopt(unit: Renewable, core: LockCore, token: str) -> None:
@@ -62,7 +53,7 @@ def adopt(unit: Renewable, core: LockCore, token: str) -> None:
     run(unit._client, core.adopt_flow(token))
     h = core.holding
     if h is not None:
-        _tell_to(unit, h)
+        tell_to(h, unit, tell_lost)
         if core.watchdog:
             renewer().schedule(unit, h, time.monotonic())
 

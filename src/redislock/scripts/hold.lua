@@ -283,14 +283,20 @@ local function wake_r()  -- wakes one reader per process (who passes it on)
   redis.call('PUBLISH', K.s, '*')
 end
 
+local permit_count  -- read once per call (checked below, before any hold changes)
 local function permits()
+  if permit_count then return permit_count end
   local set = K.p and redis.call('GET', K.p)
-  if not set then return tonumber(ARGV[9]) end
+  if not set then
+    permit_count = tonumber(ARGV[9])
+    return permit_count
+  end
   local n = tonumber(set)
   if not n or n < 1 or n ~= math.floor(n) then  -- set_permits writes an integer >= 1
     error('redislock - ' .. K.p .. ' holds a permit count not written by redislock ('
       .. string.format('%q', string.sub(set, 1, 40)) .. ')')
   end
+  permit_count = n
   return n
 end
 -- before any hold is taken or released: a bad count fails the call having changed nothing

@@ -68,6 +68,7 @@ def test_every_stage_names_a_known_server_and_registered_markers(
     assert sorted({s.python for s in dev.STAGES if s.python}) == list(dev.OTHER_PYTHONS)
 
 
+@pytest.mark.timeout(600)  # three whole-suite collections: minutes on a loaded machine
 def test_the_stages_select_what_their_markers_say(
     dev: Any, suite: dict[str, set[str]], tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ import redis.asyncio
 from redislock import AcquireTimeoutError, LockConfigError, LockLostError, NotOwnedError
 from redislock.server import RedisProcess
 from tests import clients
-from tests.masters import amaster, master
+from tests.masters import amaster, close_amasters, master
 from tests.primitives import Actor, Env, Kind, Subject, rows
 from tests.primitives import held_in_redis as held_on_majority
 
@@ -54,8 +54,7 @@ async def env(
     }
     for c in [client, admin, *admins, *masters]:
         c.close()
-    for ac in [aclient, *amasters]:
-        await ac.aclose()
+    await close_amasters([aclient, *amasters])
 
 
 def env_of(envs: dict[str, Env], kind: Kind) -> Env:

@@ -51,7 +51,7 @@ from redislock._core.ops import Call, Eval
 from redislock._core.quorum import Packer, memory_of, wire
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
-from tests.masters import N_MASTERS, amaster, master
+from tests.masters import N_MASTERS, amaster, close_amasters, master
 from tests.proxy import DelayProxy
 from tests.support import Background, async_wait_for, wait_for
 
@@ -827,8 +827,7 @@ async def adead() -> AsyncIterator[list[redis.asyncio.Redis]]:
         for i in range(N_MASTERS)
     ]
     yield clients
-    for client in clients:
-        await client.aclose()
+    await close_amasters(clients)
 
 
 @pytest.mark.parametrize("count", [0, 1, 2])
@@ -1233,7 +1232,7 @@ async def slow_last(
         slow = redis.asyncio.Redis(port=proxy.port, socket_timeout=5)
         await slow.ping()  # a warm connection: only the lock's commands are slow
         yield [*amasters[:-1], slow]
-        await slow.aclose()
+        await close_amasters([slow])
 
 
 async def test_async_cancel_after_the_grant_deletes_every_key(

@@ -34,7 +34,7 @@ from redislock._core.keys import LockKeys
 from redislock._core.quorum import CLEANUP_CAP, memory_of
 from redislock.server import RedisProcess
 from redislock.testing import FaultProxy
-from tests.masters import N_MASTERS
+from tests.masters import N_MASTERS, close_amasters
 from tests.support import async_wait_for, wait_for
 
 NODE_TIMEOUT = 0.5
@@ -217,8 +217,7 @@ async def test_async_two_failed_masters_delay_no_call_past_node_timeout(
                 assert held(admins[2:], lock.key, token) == [False] * 3
         await async_wait_for(lambda: lanes_idle(clients), timeout=60)
     finally:
-        for client in clients:
-            await client.aclose()
+        await close_amasters(clients)
 
 
 # =========================================================================== bounded work
@@ -345,8 +344,7 @@ async def test_async_a_late_grant_is_undone_by_the_release_queued_behind_it(
         proxies[0].heal()
         await async_wait_for(lambda: lanes_idle(clients))
     finally:
-        for client in clients:
-            await client.aclose()
+        await close_amasters(clients)
 
 
 # =========================================================================== lost replies
@@ -399,5 +397,4 @@ async def test_async_an_add_extend_retried_by_redis_py_adds_once(
         assert all((TTL + 5 - spent - 0.1) * 1000 < t <= (TTL + 5) * 1000 for t in ttls), ttls
         await lock.release()
     finally:
-        for client in clients:
-            await client.aclose()
+        await close_amasters(clients)

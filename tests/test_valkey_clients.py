@@ -34,6 +34,7 @@ from redislock.compat import RedisPyLock
 from redislock.server import RedisProcess
 from tests.clients import valkey_binary
 from tests.cluster import LocalCluster
+from tests.masters import close_amasters
 from tests.support import async_wait_for, wait_for
 
 
@@ -234,8 +235,7 @@ async def test_async_redlock_over_three_valkey_servers(
             assert all([await m.exists(lock.key) for m in masters])
         assert not any([await m.exists(lock.key) for m in masters])
     finally:
-        for m in masters:
-            await m.aclose()
+        await close_amasters(masters)
 
 
 # ---------------------------------------------------------------------------- Cluster

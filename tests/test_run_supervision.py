@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from redislock._core.keys import LockKeys
+from redislock.cli.run import _check_runnable
 from redislock.server import RedisProcess
 
 TTL = 5.0
@@ -80,6 +81,105 @@ def test_killed_redislock_takes_its_command_and_grandchildren_along(
         for pid in pids:  # on failure: leave no orphan behind
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def test_redislock_killed_as_it_starts_cmd_leaves_no_cmd_running(
+    redis_server: RedisProcess, tmp_path: Path
+) -> None:
+    """SIGKILL the moment CMD's first process exists (redislock's second child; the guard
+    is the first), before redislock could tell the guard its group: CMD must not run
+    unguarded. It waits for redislock's go-ahead, given only after the guard was told, so
+    it either never runs or the guard kills it (CI run 7, with a CPU hog: CMD ran while
+    its starved supervisor had not yet told the guard, and outlived it)."""
+    url = f"unix://{redis_server.client_kwargs()['unix_socket_path']}"
+    ran = tmp_path / "ran"
+    script = f"echo $$ >> {ran}; sleep 60"
+    for attempt in range(6):
+        proc = run_cli(url, f"starting{attempt}", "--", "sh", "-c", script)
+        try:
+            deadline = time.monotonic() + 20
+            while len(children(proc.pid)) < 2:
+                assert proc.poll() is None, "redislock ended before starting CMD"
+                assert time.monotonic() < deadline, "CMD was never started"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            time.sleep(0.5)  # time for an unguarded CMD to have written its pid
+            pids = [int(p) for p in ran.read_text().split()] if ran.exists() else []
+            assert not [p for p in pids if alive(p)], f"CMD outlived redislock ({attempt=})"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in [int(p) for p in ran.read_text().split()] if ran.exists() else []:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+GO_AHEAD_HARNESS = """
+import fcntl, os, subprocess, sys, time
+from redislock.cli.run import _after_go_ahead
+lowest, go, ran = int(sys.argv[1]), sys.argv[2] == "go", sys.argv[3]
+read_end, write_end = os.pipe()
+fd = fcntl.fcntl(read_end, fcntl.F_DUPFD_CLOEXEC, lowest)
+os.close(read_end)
+argv = _after_go_ahead(fd, ["sh", "-c", f"echo yes > {ran}", "x"])
+child = subprocess.Popen(argv, pass_fds=(fd,))
+os.close(fd)
+time.sleep(0.2)
+before = os.path.exists(ran)
+if go:
+    os.write(write_end, b"go\\n")
+os.close(write_end)
+print(fd, before, child.wait(10), os.path.exists(ran))
+"""
+
+
+@pytest.mark.parametrize("lowest", [3, 20], ids=["sh", "python"])
+@pytest.mark.parametrize("go", [True, False], ids=["go", "eof"])
+def test_cmd_waits_for_the_go_ahead_and_never_runs_without_it(
+    tmp_path: Path, lowest: int, go: bool
+) -> None:
+    """CMD's first process execs CMD only after a line arrives on the go-ahead pipe (on
+    a descriptor 3-9 through ``sh``, above 9 through Python); at end-of-file it exits 125.
+    Run in a new process, whose descriptors 3-9 are free."""
+    ran = tmp_path / "ran"
+    out = subprocess.run(
+        [sys.executable, "-c", GO_AHEAD_HARNESS, str(lowest), "go" if go else "eof", str(ran)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.split()
+    fd, before, status, after = int(out[0]), out[1], int(out[2]), out[3]
+    assert (fd <= 9) is (lowest == 3)
+    assert before == "False"  # nothing of CMD ran before the go-ahead
+    assert (status, after) == ((0, "True") if go else (125, "False"))
+
+
+def test_a_command_that_cannot_run_is_found_out_before_anything_starts(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_text("echo hi\n")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    with pytest.raises(FileNotFoundError):
+        _check_runnable("no-such-command-here", env)
+    with pytest.raises(FileNotFoundError):
+        _check_runnable(str(tmp_path / "missing"), env)
+    with pytest.raises(PermissionError):
+        _check_runnable(str(plain), env)
+    with pytest.raises(PermissionError):
+        _check_runnable("plain", env)  # found on PATH, not executable
+    with pytest.raises(PermissionError):
+        _check_runnable(str(tmp_path), env)  # a directory
+    _check_runnable("sh", env)
+    plain.chmod(0o755)
+    _check_runnable("plain", env)
 
 
 def test_a_normal_exit_dismisses_the_guard_and_leaves_background_jobs_alone(

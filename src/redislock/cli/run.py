@@ -9,6 +9,8 @@ read or write side of a ``ReadWriteLock``, a ``FairLock``, or one ``Permit`` of 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import math
 import os
 import signal
@@ -493,6 +495,52 @@ def _is_stopped(pid: int) -> bool:
     return state in (b"T", b"t")
 
 
+_GO_SH = 'read -r _ <&{fd} || exit 125; exec {fd}<&-; exec "$@"'
+"""CMD's first process, when the go-ahead pipe is on a descriptor ``sh`` can name (3-9):
+it execs CMD once a line arrives; at end-of-file (we died first) it exits 125, CMD unrun."""
+
+_GO_PY = """\
+import os, sys
+fd = int(sys.argv[1])
+if not os.read(fd, 3):
+    sys.exit(125)
+os.close(fd)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    print(f"redislock: cannot execute {sys.argv[2]}: {exc.strerror}", file=sys.stderr)
+    sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
+"""
+"""The same in Python, for a descriptor above 9 (``sh`` cannot name those): slower to start."""
+
+
+def _after_go_ahead(fd: int, cmd: list[str]) -> list[str]:
+    """The argv that runs ``cmd`` once a line can be read from ``fd`` (see :data:`_GO_SH`)."""
+    if fd <= 9:
+        return ["/bin/sh", "-c", _GO_SH.format(fd=fd), "redislock-run", *cmd]
+    return [sys.executable, "-I", "-S", "-c", _GO_PY, str(fd), *cmd]
+
+
+def _check_runnable(program: str, env: dict[str, str]) -> None:
+    """Raise what exec of ``program`` would, before anything is started: FileNotFoundError
+    (no such program on ``env``'s PATH), PermissionError (found, not executable)."""
+    if os.sep in program:
+        candidates = [program]
+    else:
+        candidates = [os.path.join(d or os.curdir, program) for d in os.get_exec_path(env)]
+    denied = None
+    for path in candidates:
+        if os.path.isdir(path):
+            denied = denied or path
+        elif os.path.exists(path):
+            if os.access(path, os.X_OK):
+                return
+            denied = denied or path
+    if denied is not None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 class _Child:
     """CMD's process group: signals, the terminal hand-over, and job control.
 
@@ -521,9 +569,25 @@ class _Child:
         """Start CMD in a group of its own, guarded: the guard learns the group and, in the
         same write, the first deadline (``lease``: the local estimate's end, the ttl and
         the grace, as for :meth:`tell_deadline`), so no moment leaves CMD unguarded."""
+        _check_runnable(cmd[0], env)  # "not found" / "cannot execute" as exec would say
         self._start_guard()
-        self.proc = subprocess.Popen(cmd, process_group=0, env=env)
-        self._tell_guard(f"{self.proc.pid}\n" + ("" if lease is None else self._until(*lease)))
+        go_read, go_write = os.pipe()
+        try:
+            # CMD's first process waits for the go-ahead before it execs CMD: the guard
+            # knows the group before any of CMD runs, even if we die the moment Popen
+            # returned (or are starved of CPU while CMD would run).
+            wait_fd = fcntl.fcntl(go_read, fcntl.F_DUPFD_CLOEXEC, 3)  # the lowest free >= 3
+            try:
+                self.proc = subprocess.Popen(
+                    _after_go_ahead(wait_fd, cmd), process_group=0, env=env, pass_fds=(wait_fd,)
+                )
+            finally:
+                os.close(wait_fd)
+            self._tell_guard(f"{self.proc.pid}\n" + ("" if lease is None else self._until(*lease)))
+            os.write(go_write, b"go\n")
+        finally:
+            os.close(go_read)
+            os.close(go_write)
         self._give_terminal_if_foreground()
         for sig in self.pending:
             self.send(sig)

@@ -32,6 +32,7 @@ from redislock import Lock
 from redislock._core.keys import fence_key
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
 from redislock.server import RedisProcess, stop_embedded
+from tests.support import reap
 
 pytestmark = [pytest.mark.servers, pytest.mark.pythons]  # dev.py's STAGES: where else it runs
 
@@ -375,9 +376,7 @@ def test_run_lease_lost_stops_the_command(
         assert admin.exists(lock_key("lost:stubborn"), lock_key("lost:obedient")) == 0
     finally:
         for proc in (stubborn, obedient):
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+            reap(proc)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -394,9 +393,7 @@ def test_run_forwards_signals_to_the_command(
         proc.send_signal(sig)
         status, _, err = finish(proc, timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert status == 0, err  # CMD's own status after its handler ran
     # (status 0 and no marker: SIGINT was ignored by whoever started the suite; conftest)
     assert marker.exists(), (status, err, sorted(p.name for p in tmp_path.iterdir()))
@@ -527,9 +524,8 @@ def test_inspect_release_and_waiter_wakeup(
         assert "was not held" in out
     finally:
         for proc in (holder, waiter):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            if proc is not None:
+                reap(proc)
 
 
 def test_list_shows_held_locks_only(
@@ -630,9 +626,7 @@ def test_embedded_server(cli_env: dict[str, str], tmp_path: Path) -> None:
             code, _, err = finish(background, timeout=30)
             assert code == 128 + signal.SIGTERM, err
         finally:
-            if background.poll() is None:
-                background.kill()
-                background.communicate()
+            reap(background)
         assert client.exists(lock_key("emb")) == 0
         result = cli(cli_env, None, "run", "emb", "--no-wait", "--", "true")
         assert result.returncode == 0, result.stderr
@@ -739,9 +733,7 @@ def test_a_lease_lost_to_a_dead_redis_is_told_in_plain_words(
         server.kill()
         status, _, err = finish(proc, timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert status == EXIT_LOST, err
     assert err.count("was lost") == 1, err
     # Mostly a renewal still retrying when the lease ran out ("Redis did not answer");

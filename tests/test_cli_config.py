@@ -27,6 +27,7 @@ import redis
 from redislock._core.keys import fence_key
 from redislock.cli import EXIT_BUSY, EXIT_USAGE
 from redislock.server import RedisProcess, default_runtime_dir, embedded_status
+from tests.support import reap
 from tests.test_cli import SRC, cli, cli_env, finish, lock_key, py, start, wait_for
 
 __all__ = ["cli_env"]  # the autouse fixture, imported so that it applies here
@@ -433,13 +434,9 @@ def test_cron_and_shell_share_one_embedded_server(
             assert code == 0, err
             assert err == ""
         finally:
-            if cron_holder.poll() is None:
-                cron_holder.kill()
-                cron_holder.communicate()
+            reap(cron_holder)
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.communicate()
+        reap(holder)
 
 
 HOLD = (  # creates the marker, then runs until the test removes it
@@ -526,9 +523,7 @@ def test_two_hosts_exclude_each_other_through_the_config_file(
             results = [finish(p, timeout=120) for p in procs]
         finally:
             for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.communicate()
+                reap(p)
         codes = sorted(code for code, _, _ in results)
         assert codes == [0, EXIT_BUSY], results
         ran = [out for code, out, _ in results if code == 0]

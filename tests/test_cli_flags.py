@@ -17,6 +17,7 @@ import redis
 
 from redislock import Lock
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE
+from tests.support import reap
 from tests.test_cli import cli, cli_env, finish, lock_key, py, start, url, wait_for
 
 __all__ = ["cli_env", "url"]  # the fixtures (cli_env autouse), imported so that they apply here
@@ -263,9 +264,7 @@ def test_a_lost_lease_is_told_once_with_its_reason(
         admin.delete(lock_key("gone"))
         status, _, err = finish(proc, timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert status == EXIT_LOST, err
     lines = lost_lines(err)
     assert len(lines) == 1, err
@@ -284,9 +283,7 @@ def test_a_stop_longer_than_the_lease_is_named(
         os.kill(proc.pid, signal.SIGCONT)
         status, _, err = finish(proc, timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert status == EXIT_LOST, err
     lines = lost_lines(err)
     assert len(lines) == 1, err

@@ -31,6 +31,7 @@ from redislock._core.keys import fence_key
 from redislock._core.lock import token_tag
 from redislock._core.ops import as_str
 from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE, main
+from tests.support import reap
 from tests.test_cli import (
     CRITICAL_SECTION,
     cli,
@@ -135,9 +136,8 @@ def state(pid: int) -> str:
 
 def stop_all(*procs: subprocess.Popen[str] | None) -> None:
     for proc in procs:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        if proc is not None:
+            reap(proc)
 
 
 # --------------------------------------------------------------------------- run: every kind
@@ -692,7 +692,9 @@ def test_release_force_of_a_read_write_lock_stops_the_holder_and_wakes_the_waite
     writer = start(
         cli_env,
         url,
-        *run_args("force:rw", "write", "--ttl", "1.5", "--grace", "5"),
+        # a lease of 5 s: a writer starved by a loaded machine for 1.5 s lost a shorter one
+        # before the reader came (CI run with a CPU hog: the reader never waited)
+        *run_args("force:rw", "write", "--ttl", "5", "--grace", "5"),
         "--",
         *py(TICKER, pidfile, ticks, "60"),
     )
@@ -703,7 +705,14 @@ def test_release_force_of_a_read_write_lock_stops_the_holder_and_wakes_the_waite
         reader = start(
             cli_env, url, *run_args("force:rw", "read", "--wait", "60"), "--", "touch", str(ran)
         )
-        wait_for(lambda: admin.exists(lock_key("force:rw") + ":rwait") == 1, what="reader")
+        waiting = reader
+        wait_for(
+            lambda: (
+                waiting.poll() is not None or admin.exists(lock_key("force:rw") + ":rwait") == 1
+            ),
+            what="reader",
+        )
+        assert reader.poll() is None, finish(reader)  # it waits: the writer still holds
         status, _, err = in_process(capsys, ["--url", url, "release", "force:rw"])
         assert status == EXIT_USAGE
         assert "--force" in err

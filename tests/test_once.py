@@ -28,6 +28,7 @@ from redislock import (
 from redislock._core.once import MARGIN, OnceCore, period_key, period_start
 from redislock.cli import EXIT_BUSY, EXIT_LOST
 from redislock.server import RedisProcess
+from tests.support import reap
 from tests.test_acl import documented
 from tests.test_acl import user as acl_user
 from tests.test_cli import cli, cli_env, finish, py, start, url
@@ -424,9 +425,7 @@ def test_cli_explicit_key_wait_timeout_and_lost_lease(
         code, _, err = finish(holder, timeout=40)
         assert code == EXIT_LOST, err
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.communicate()
+        reap(holder)
     assert admin.keys("*once*") == []
     done = cli(cli_env, url, "once", "job", "--period", "60", "--key", "k1", "--", "true")
     assert done.returncode == 0, done.stderr

@@ -215,10 +215,14 @@ def test_redlock_over_three_valkey_servers(vk_servers: list[RedisProcess], admin
         lock = redislock.Redlock(masters, "quorum", ttl=10)
         assert lock.acquire(blocking=False)
         assert lock.fencing_token is not None
-        assert all(m.exists(lock.key) for m in masters)
+        # acquire() and release() return once a majority decided; the third master's
+        # answer may land just after (CI run with a CPU hog: 2 of 3 right after acquire)
+        assert sum(m.exists(lock.key) for m in masters) >= 2
+        wait_for(lambda: all(m.exists(lock.key) for m in masters))
         assert not redislock.Redlock(masters, "quorum", ttl=10).acquire(blocking=False)
         lock.release()
-        assert not any(m.exists(lock.key) for m in masters)
+        assert sum(m.exists(lock.key) for m in masters) <= 1
+        wait_for(lambda: not any(m.exists(lock.key) for m in masters))
     finally:
         for m in masters:
             m.close()
@@ -228,14 +232,19 @@ async def test_async_redlock_over_three_valkey_servers(
     vk_servers: list[RedisProcess], admin: object
 ) -> None:
     masters = [valkey.asyncio.Valkey(**s.client_kwargs()) for s in vk_servers]
+    admins: list[Any] = [valkey.Valkey(**s.client_kwargs()) for s in vk_servers]
     try:
         lock = redislock.AsyncRedlock(masters, "quorum", ttl=10)
         async with lock:
             assert lock.fencing_token is not None
-            assert all([await m.exists(lock.key) for m in masters])
-        assert not any([await m.exists(lock.key) for m in masters])
+            assert sum([await m.exists(lock.key) for m in masters]) >= 2  # a majority at once
+            await async_wait_for(lambda: all(a.exists(lock.key) for a in admins))
+        assert sum([await m.exists(lock.key) for m in masters]) <= 1
+        await async_wait_for(lambda: not any(a.exists(lock.key) for a in admins))
     finally:
         await close_amasters(masters)
+        for a in admins:
+            a.close()
 
 
 # ---------------------------------------------------------------------------- Cluster

@@ -369,7 +369,7 @@ def test_extend_counts_only_on_a_majority(
     assert lock.lost
     with pytest.raises(LockLostError):
         lock.release()
-    assert owners(admins, "ext-quorum") == [None] * N_MASTERS
+    assert_free(admins, "ext-quorum")
 
 
 def test_watchdog_keeps_it_held_past_several_leases(
@@ -417,7 +417,7 @@ def test_on_lost_fires_when_a_majority_of_keys_is_deleted(
         lock.release()
     assert is_lost(lock)
     # The release still removed what was left of ours on the other masters.
-    assert owners(admins, "lost") == [None] * N_MASTERS
+    assert_free(admins, "lost")
 
 
 def test_release_after_takeover_raises_and_never_touches_the_new_holder(
@@ -467,7 +467,7 @@ def test_detach_and_adopt_are_usage_errors(
         other.adopt(token)
     assert other.token is None
     lock.release()
-    assert owners(admins, "no-handoff") == [None] * N_MASTERS
+    assert_free(admins, "no-handoff")
 
 
 # =========================================================================== sync: quorum
@@ -551,7 +551,7 @@ def test_majority_down_while_held_makes_release_a_quorum_error(
     rejoined(masters, admins)
     with pytest.raises(LockLostError):
         lock.release()
-    assert owners(admins, "down-held") == [None] * N_MASTERS
+    assert_free(admins, "down-held")
 
 
 def test_minority_held_by_another_token_still_acquires(
@@ -730,7 +730,7 @@ def test_noscript_after_script_flush_on_every_master(
     assert lock.remaining() is not None
     flush()
     lock.release()
-    assert owners(admins, "noscript") == [None] * N_MASTERS
+    assert_free(admins, "noscript")
     flush()
     assert not lock.locked()
 
@@ -928,7 +928,7 @@ def test_even_number_of_masters_warns(
         lock.release()
     with stopped(servers[:2]), pytest.raises(QuorumError):  # ...and not two, as three would
         lock.acquire(blocking=False)
-    assert owners(admins, "even") == [None] * N_MASTERS
+    wait_for(lambda: owners(admins, "even") == [None] * N_MASTERS)  # undone, maybe on lanes
 
 
 @pytest.mark.parametrize(
@@ -1080,6 +1080,7 @@ async def test_async_watchdog_and_on_lost(
     )
     assert await lock.acquire()
     token = lock.token
+    assert_held(admins, "awatchdog", token)  # the first round ends at a majority (lanes)
     end = time.monotonic() + 3.0
     while time.monotonic() < end:
         assert owners(admins, "awatchdog") == [token] * N_MASTERS
@@ -1092,7 +1093,7 @@ async def test_async_watchdog_and_on_lost(
     await asyncio.wait_for(fired.wait(), 5.0)
     with pytest.raises(LockLostError):
         await lock.release()
-    assert owners(admins, "awatchdog") == [None] * N_MASTERS
+    assert_free(admins, "awatchdog")
 
 
 async def test_async_quorum_down_and_busy(

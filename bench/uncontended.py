@@ -14,9 +14,9 @@ pairs with a distinct key per pair, after a warm-up:
   5. raw pair, asyncio (redis.asyncio.Redis)
   6. redis.asyncio Lock
   7. redislock AsyncLock(ar, k, ttl=10.0)
-  8. redislock Lock and 9. AsyncLock with scripts only (REDISLOCK_NATIVE=0 when their client
-     first asked the server): only where the server has native commands (Valkey 9: DELIFEQ),
-     which rows 4 and 7 then use for the release, so the two show what they save
+
+(Every release is a script, on every server: docs/native-commands.md says why; the rows
+"scripts only" that compared the native DELIFEQ release on Valkey 9 are gone with it.)
 
 Rows are interleaved: every row runs once per round (warm-up, then --n timed pairs), for
 --repeat rounds, and each row's samples are pooled, so machine noise hits all rows alike.
@@ -363,21 +363,6 @@ def server_cpu(admin: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def scripts_only(pair: Callable[[str], Any], runner: asyncio.Runner | None = None) -> None:
-    """Run one ``pair`` with REDISLOCK_NATIVE=0, so its client (which asks the server what
-    it has once, on first use) keeps using the scripts where the server has native
-    commands."""
-    os.environ["REDISLOCK_NATIVE"] = "0"
-    try:
-        key = f"bench:scripts-only:{secrets.token_hex(4)}"
-        if runner is None:
-            pair(key)
-        else:
-            runner.run(pair(key))
-    finally:
-        del os.environ["REDISLOCK_NATIVE"]
-
-
 def reads_now(admin: redis.Redis) -> int:
     """The server's total_reads_processed, including the read of this INFO call."""
     value: int = admin.info("stats")["total_reads_processed"]
@@ -569,9 +554,6 @@ def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
         server_version = f"valkey {info['valkey_version']}"
     else:
         server_version = f"redis {info['redis_version']}"
-    native = "valkey_version" in info and tuple(
-        int(x) for x in str(info["valkey_version"]).split(".")[:2]
-    ) >= (9, 0)
 
     closing: list[Any] = []
     with asyncio.Runner() as runner:
@@ -593,17 +575,6 @@ def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
                 Row("redis.asyncio Lock", "async", async_pair=redis_asyncio_lock(ar)),
                 Row("redislock AsyncLock", "async", async_pair=redislock_async(ar)),
             ]
-            if native:  # the same rows on clients that keep the scripts
-                r2 = redis.Redis(host=HOST, port=port)
-                ar2 = redis.asyncio.Redis(host=HOST, port=port)
-                closing.extend([r2, ar2])
-                sync_pair, async_pair = redislock_sync(r2), redislock_async(ar2)
-                scripts_only(sync_pair)
-                scripts_only(async_pair, runner)
-                rows.append(Row("redislock Lock, scripts only", "sync", sync_pair=sync_pair))
-                rows.append(
-                    Row("redislock AsyncLock, scripts only", "async", async_pair=async_pair)
-                )
             load_before = loadavg()
             t0 = time.monotonic()
             for rnd in range(args.repeat):

@@ -38,7 +38,7 @@ PROFILES: dict[str, tuple[set[str], set[str]]] = {
         {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
     ),
     "RedisPyLock": (
-        {"compat_acquire", "lock_release", "lock_extend"},
+        {"compat_acquire", "compat_release", "lock_extend"},
         {"EVALSHA", "EVAL", "GET"},
     ),
     "RLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
@@ -196,10 +196,11 @@ async def release_completes_without_its_tail(
 
 
 def keys_without_ttl(admin: redis.Redis) -> list[str]:
-    """Keys that would never expire, fencing counters (and a Semaphore's run-time permit
-    count, which the user sets) excepted."""
+    """Keys that would never expire, fencing counters and release rings (and a Semaphore's
+    run-time permit count, which the user sets) excepted."""
     names = [str(k) for k in admin.keys("*")]  # the admin client decodes
-    return [k for k in names if admin.pttl(k) == -1 and not k.endswith((":slotfence", ":permits"))]
+    kept = (":slotfence", ":slotrel", ":permits")
+    return [k for k in names if admin.pttl(k) == -1 and not k.endswith(kept)]
 
 
 SINGLE = [k for k in KINDS if not k.quorum]
@@ -440,7 +441,11 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
         *(
             pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}")
             for k in LOCKISH
-            for c in ("DEL", "PUBLISH", "SET", "EXISTS" if k.id == "Lock" else "MGET")
+            for c in (
+                ("DEL", "PUBLISH", "SETBIT", "EXISTS")  # SETBIT: the slot's release ring
+                if k.id == "Lock"
+                else ("DEL", "PUBLISH", "SET", "MGET")  # SET: MultiLock's done keys
+            )
         ),
         *(
             pytest.param(k, c, id=f"{k.id}-{k.flavour}-no-{c}")

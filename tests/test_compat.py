@@ -111,11 +111,8 @@ def test_redis_py_lock_is_not_held_by_a_token_prefix(admin: redis.Redis) -> None
     to a "|" (redislock's own format) owns nothing in redis-py's format."""
     keys = compat_keys("pfx")
     admin.set("pfx", "a|b", px=10_000)
-    release = SCRIPTS["lock_release"]
-    args = ("a", 60_000, "exact")
-    assert admin.eval(release.source, 4, keys.lock, keys.wait, keys.wake, keys.done, *args) == (
-        "taken"
-    )
+    release = SCRIPTS["compat_release"]
+    assert admin.eval(release.source, 3, keys.lock, keys.ring, keys.fence, "a", 0) == "taken"
     extend = SCRIPTS["lock_extend"]
     reply = admin.eval(extend.source, 1, keys.lock, "a", 5000, "set", "", 0, "exact")
     assert reply == ["taken", 0]
@@ -142,12 +139,17 @@ def test_fencing_token_comes_from_the_names_slot_counter(rp: redis.Redis) -> Non
     assert lock.acquire(blocking=False)
     keys = compat_keys("slotted")
     assert key_slot(keys.fence) == key_slot(keys.done) == key_slot("slotted")
-    assert rp.get(keys.fence) == str(lock.fencing_token).encode()
+    assert key_slot(keys.ring) == key_slot("slotted")
+    fence = lock.fencing_token
+    assert fence is not None
+    assert rp.get(keys.fence) == str(fence).encode()
     lock.release()
-    # released: the name left nothing of its own but the done key, which has a TTL
+    # released: the name left nothing of its own but its acquire's memo, which has a TTL;
+    # the slot's counter and release ring (the token's bit set: released by its holder)
     left = {k.decode() if isinstance(k, bytes) else k for k in rp.keys("*")}
-    assert left == {keys.fence, keys.done}
+    assert left == {keys.fence, keys.ring, keys.done}
     assert 0 < rp.pttl(keys.done) <= 60_000
+    assert rp.getbit(keys.ring, fence) == 1
 
 
 def test_timeout_none_is_a_watchdog_lease_never_a_key_without_ttl(rp: redis.Redis) -> None:

@@ -305,8 +305,11 @@ def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
     assert keys.fence.startswith(prefix + "{")
     assert keys.fence.endswith("}:slotfence")
     assert LockKeys.name_of(keys.fence, prefix) is None
-    assert len({keys.lock, keys.fence, *subs}) == 6
-    slots = {key_slot(k.encode("utf-8")) for k in (keys.lock, keys.fence, *subs)}
+    # So is the release ring: the counter's hash tag, its own suffix.
+    assert keys.ring == keys.fence.removesuffix(":slotfence") + ":slotrel"
+    assert LockKeys.name_of(keys.ring, prefix) is None
+    assert len({keys.lock, keys.fence, keys.ring, *subs}) == 7
+    slots = {key_slot(k.encode("utf-8")) for k in (keys.lock, keys.fence, keys.ring, *subs)}
     assert len(slots) == 1
     # The hash tag is never empty: the slot is that of the text up to the first '}'.
     tag = name.split("}", 1)[0]
@@ -323,21 +326,23 @@ def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
 @example("a", keymod.slot_tag(key_slot(b"a")))  # a lock named like a's slot tag
 @example("0", "0}:slotfence")
 @example("a", "a}:slotfence")
+@example("a", "a}:slotrel")
 def test_keys_of_different_names_never_collide(a: str, b: str) -> None:
-    """No key of one name is a key of another, but the slot's fencing counter, which names
-    of one slot share; and no lock or sub-key is ever a fencing counter."""
+    """No key of one name is a key of another, but the slot's fencing counter and release
+    ring, which names of one slot share; and no lock or sub-key is ever one of those."""
 
     def own(name: str) -> set[str]:
         k, h, f = LockKeys.for_name(name), HoldKeys.for_name(name), FairKeys.for_name(name)
-        return {*k, *h, *f} - {k.fence}  # f.grant: the grant channel
+        return {*k, *h, *f} - {k.fence, k.ring}  # f.grant: the grant channel
 
     if a == b:
         return
     fences = {LockKeys.for_name(a).fence, LockKeys.for_name(b).fence}
+    rings = {LockKeys.for_name(a).ring, LockKeys.for_name(b).ring}
     assert not own(a) & own(b)
-    assert not (own(a) | own(b)) & fences
+    assert not (own(a) | own(b)) & (fences | rings)
     slots = {key_slot(LockKeys.for_name(n).lock.encode()) for n in (a, b)}
-    assert (len(fences) == 1) == (len(slots) == 1)
+    assert (len(fences) == 1) == (len(slots) == 1) == (len(rings) == 1)
 
 
 def _first_tags() -> dict[int, str]:

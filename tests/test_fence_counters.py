@@ -215,30 +215,37 @@ def test_a_hold_of_the_earlier_format_is_read_with_its_legacy_token(
 
 def test_released_names_leave_only_slot_counters(short_tmp: Path) -> None:
     """Many names of every kind, each locked once and released: once the short-lived keys'
-    TTLs (at most the 60 s done key) have run out, Redis holds one key per slot used: the
-    counters. The server's clock is moved 2 minutes on instead of waiting."""
+    TTLs (at most the 60 s done key) have run out, Redis holds only per-slot keys: a counter
+    per slot used, and a release ring per slot where a Lock or FairLock was released. The
+    server's clock is moved 2 minutes on instead of waiting."""
     directory = short_tmp / "fence-ttl"
     with RedisProcess(directory, name="ttl", clock_file=directory / "offset") as proc:
         c = redis.Redis(**proc.client_kwargs(), decode_responses=True)
         # 300 names spread over the slots, 100 in one slot ("grp}<i>": hash tag "grp")
         names = [f"n{i}" for i in range(300)] + [f"grp}}{i}" for i in range(100)]
+        rings = set()
         for i, name in enumerate(names):
-            take(KINDS[i % len(KINDS)], c, name)
+            kind = KINDS[i % len(KINDS)]
+            take(kind, c, name)
+            if kind in ("lock", "fair"):
+                rings.add(LockKeys.for_name(name).ring)
         multi = MultiLock(c, [f"m{i}" for i in range(50)], ttl=10)
         assert multi.acquire()
         multi.release()
         names += [f"m{i}" for i in range(50)]
         counters = {LockKeys.for_name(n).fence for n in names}
         assert len(counters) < len(names)
+        slotted = counters | rings
         keys = [str(k) for k in c.keys("*")]
-        assert counters <= set(keys)
-        assert all(0 < c.pttl(k) <= DONE_MS for k in set(keys) - counters)  # all will expire
+        assert slotted <= set(keys)
+        assert all(0 < c.pttl(k) <= DONE_MS for k in set(keys) - slotted)  # all will expire
         proc.set_clock_offset(2 * DONE_MS / 1000)
         deadline = time.monotonic() + 20
-        while c.dbsize() != len(counters):  # the server's active expiry reclaims them
-            assert time.monotonic() < deadline, (c.dbsize(), len(counters))
+        while c.dbsize() != len(slotted):  # the server's active expiry reclaims them
+            assert time.monotonic() < deadline, (c.dbsize(), len(slotted))
             time.sleep(0.1)
-        assert set(c.keys("*")) == counters
+        assert set(c.keys("*")) == slotted
+        assert all(c.strlen(k) <= 8192 // 8 for k in rings)  # at most 1 KiB each
         c.close()
 
 

@@ -34,7 +34,7 @@ from redislock import (
     RLock,
     Semaphore,
 )
-from redislock._core.keys import FENCE_SUFFIX
+from redislock._core.keys import FENCE_SUFFIX, RING_SUFFIX
 from redislock.cli.force_release import force_release_command
 from redislock.errors import LockConfigError, LockLostError
 from redislock.server import RedisProcess
@@ -50,12 +50,12 @@ LATE = 3.0
 
 
 def assert_every_key_expires(client: Any) -> None:
-    """Every key has a TTL, but the slot's fencing counter (never expires by design: it
-    must only rise; see redislock/_core/keys.py)."""
+    """Every key has a TTL, but the slot's fencing counter and release ring (never expire
+    by design: the counter must only rise; see redislock/_core/keys.py)."""
     keys = [k.decode() if isinstance(k, bytes) else k for k in client.keys("*")]
     assert keys, "no keys at all: the test looked at the wrong server"
     for key in keys:
-        if key.endswith(FENCE_SUFFIX):
+        if key.endswith((FENCE_SUFFIX, RING_SUFFIX)):
             continue
         assert client.pttl(key) != -1, f"{key} has no TTL"
 

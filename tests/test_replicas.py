@@ -126,7 +126,7 @@ def assert_clean(topo: Topology, master: RedisProcess, key: str) -> None:
     with topo.admin(master) as c:
         assert c.exists(key) == 0
         for k in c.scan_iter("*"):
-            if not k.endswith(":slotfence"):
+            if not k.endswith((":slotfence", ":slotrel")):
                 assert c.pttl(k) > 0, f"{k!r} has no TTL"
 
 

@@ -39,6 +39,7 @@ PARTS = {  # the shared parts, included where a script says so
 }
 FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
+RING_PART = PARTS["_ring.lua"]
 NAMES = sorted(SCRIPTS)
 CASES = [
     *LOCK_CASES,
@@ -145,7 +146,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_extend": ["ms", "done_ms", "delay_ms"],
         "lock_release": ["done_ms"],
         "hold": ["ms", "marker_ms", "done_ms"],
-        "fair": ["lease_ms", "waiter_ms", "delay_ms", "done_ms"],
+        "fair": ["lease_ms", "waiter_ms", "delay_ms"],
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
@@ -159,7 +160,12 @@ _MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers|dones|se
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
 
-_FENCE_USE = re.compile(r"\b(next_fence|peek_fence|held_fence)\(([^)]*)\)")
+_FENCE_USE = re.compile(
+    r"\b(next_fence|peek_fence|held_fence|ring_issue|ring_mark|ring_unmark|ring_released)"
+    r"\(([^)]*)\)"
+)
+_RING_KEYS = {"ring_issue": 1, "ring_mark": 2, "ring_unmark": 1, "ring_released": 2}
+"""How many of a _ring.lua helper's first arguments are keys (the rest: a fencing token)."""
 
 
 def test_fence_part_touches_only_the_keys_it_is_given() -> None:
@@ -177,11 +183,32 @@ def test_fence_part_touches_only_the_keys_it_is_given() -> None:
     ]
 
 
+def test_ring_part_touches_only_the_keys_it_is_given() -> None:
+    """_ring.lua's helpers run commands on their key parameters only (the scripts pass
+    ``KEYS[n]``: see the next test): GETBIT and SETBIT on the ring, GET on the counter."""
+    code = "\n".join(line.split("--", 1)[0] for line in RING_PART.decode().splitlines())
+    calls = _CALL.findall(code)
+    assert {(cmd, first.strip()) for cmd, first in calls} == {
+        ("GETBIT", "ring"),
+        ("SETBIT", "ring"),
+        ("GET", "counter"),
+    }
+    assert "KEYS" not in code
+    assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
+        ("ring_issue", "ring, f"),
+        ("ring_window", "counter, f"),
+        ("ring_mark", "ring, counter, f"),
+        ("ring_unmark", "ring, f"),
+        ("ring_released", "ring, counter, f"),
+    ]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
     would break Redis Cluster routing and could collide with another lock's keys)."""
     source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
+    source = source.replace(RING_PART.decode(), "")
     own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
     key = (
@@ -195,6 +222,8 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":
             keys = keys[1:]  # the first argument is a lock value
+        elif helper in _RING_KEYS:
+            keys = keys[: _RING_KEYS[helper]]  # then a fencing token
         assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
     calls = _CALL.findall(code)
     assert calls, "no redis.call found"

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The scripts of the redis-py drop-ins (redislock.compat): compat_acquire, and
-lock_release / lock_extend in their "exact" ownership mode (redis-py's format: the value is
+"""The scripts of the redis-py drop-ins (redislock.compat): compat_acquire,
+compat_release, and lock_extend in its "exact" ownership mode (redis-py's format: the value is
 the token), case by case on a real redis-server through EVAL (the case format is in
 ``tests/scriptcases.py``)."""
 
@@ -16,9 +16,10 @@ from tests.scriptcases import OTHER, TOKEN, Between, Case, run_case
 pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
 C = compat_keys("job")
-CACQ = (C.lock, C.fence, C.done)
+CACQ = (C.lock, C.fence, C.done, C.ring)
 OP = "0123456789abcdef"  # this acquire call's op id
-CREL = (C.lock, C.wait, C.wake, C.done)
+CREL = (C.lock, C.ring, C.fence)
+RING = 8192  # _ring.lua's RING: tokens per slot whose release is remembered
 
 CASES = [
     # ---------------------------------------------------------------- compat_acquire
@@ -33,9 +34,18 @@ CASES = [
             (("PTTL", C.lock), Between(9000, 10000)),
             (("GET", C.fence), "1"),
             (("PTTL", C.fence), -1),  # the slot counter never expires
-            (("GET", C.done), f"{TOKEN}|acq|{OP}"),  # what a retry of this call finds
+            (("GET", C.done), f"{TOKEN}|acq|{OP}|1"),  # what a retry of this call finds
             (("PTTL", C.done), Between(DONE_MS - 1000, DONE_MS)),
         ],
+    ),
+    Case(
+        "compat-acquire-clears-its-tokens-bit",  # it may hold the release of fence 5 - RING
+        "compat_acquire",
+        CACQ,
+        (TOKEN, 10000, OP, DONE_MS),
+        ["ok", 5],
+        setup=[("SET", C.fence, 4), ("SETBIT", C.ring, 5, 1), ("SETBIT", C.ring, 4, 1)],
+        after=[(("GETBIT", C.ring, 5), 0), (("GETBIT", C.ring, 4), 1)],
     ),
     Case(
         "compat-acquire-busy-writes-nothing",
@@ -60,11 +70,11 @@ CASES = [
         "compat_acquire",
         CACQ,
         (TOKEN, 10000, OP, DONE_MS),
-        ["ok", 4],
+        ["ok", 2],  # the token first issued (its release sets that token's bit)
         setup=[
             ("SET", C.lock, TOKEN, "PX", 100),
             ("SET", C.fence, 4),
-            ("SET", C.done, f"{TOKEN}|acq|{OP}", "PX", 50000),
+            ("SET", C.done, f"{TOKEN}|acq|{OP}|2", "PX", 50000),
         ],
         after=[(("PTTL", C.lock), Between(9000, 10000)), (("GET", C.fence), "4")],
     ),
@@ -101,67 +111,67 @@ CASES = [
     # ---------------------------------------------------------------- exact release
     Case(
         "release-exact-own",
-        "lock_release",
+        "compat_release",
         CREL,
-        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}"),
+        (TOKEN, 3),
         "ok",
-        setup=[("SET", C.lock, TOKEN, "PX", 5000)],
-        after=[
-            (("EXISTS", C.lock), 0),
-            (("GET", C.done), f"{TOKEN}|rel|{OP}"),
-            (("PTTL", C.done), Between(DONE_MS - 1000, DONE_MS)),
+        setup=[("SET", C.lock, TOKEN, "PX", 5000), ("SET", C.fence, 3)],
+        after=[(("EXISTS", C.lock), 0), (("GETBIT", C.ring, 3), 1), (("EXISTS", C.done), 0)],
+    ),
+    Case(
+        "release-exact-sent-again-answers-ok",  # the first send worked: its bit is set
+        "compat_release",
+        CREL,
+        (TOKEN, 3),
+        "ok",
+        setup=[("SET", C.fence, 9), ("SETBIT", C.ring, 3, 1), ("SET", C.lock, OTHER, "PX", 5000)],
+        after=[(("GET", C.lock), OTHER)],
+    ),
+    Case(
+        "release-exact-sent-again-for-a-lost-hold-is-gone",  # no bit: it was never released
+        "compat_release",
+        CREL,
+        (TOKEN, 3),
+        "gone",
+        setup=[("SET", C.fence, 9), ("SETBIT", C.ring, 4, 1)],
+    ),
+    Case(
+        "release-exact-sent-again-beyond-the-window-cannot-tell",  # a newer token's bit
+        "compat_release",
+        CREL,
+        (TOKEN, 3),
+        "taken",
+        setup=[
+            ("SET", C.fence, RING + 3),
+            ("SETBIT", C.ring, 3, 1),
+            ("SET", C.lock, OTHER, "PX", 5000),
         ],
     ),
     Case(
-        "release-exact-sent-again-answers-ok",
-        "lock_release",
+        "release-exact-of-an-old-hold-sets-no-bit",  # beyond the window: not its own bit
+        "compat_release",
         CREL,
-        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}"),
+        (TOKEN, 3),
         "ok",
-        setup=[("SET", C.done, f"{TOKEN}|rel|{OP}", "PX", 50000)],
-        after=[(("EXISTS", C.lock), 0)],
-    ),
-    Case(
-        "release-exact-fresh-does-not-trust-the-memo",  # the native try just wrote it
-        "lock_release",
-        CREL,
-        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}", "fresh"),
-        "gone",
-        setup=[("SET", C.done, f"{TOKEN}|rel|{OP}", "PX", 50000)],
-    ),
-    Case(
-        "release-exact-fresh-taken",
-        "lock_release",
-        CREL,
-        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}", "fresh"),
-        "taken",
-        setup=[("SET", C.done, f"{TOKEN}|rel|{OP}", "PX", 50000), ("SET", C.lock, "x", "PX", 5000)],
-        after=[(("GET", C.lock), "x")],
-    ),
-    Case(
-        "release-exact-of-a-later-hold-with-the-same-token-is-gone",  # not the memo's hold
-        "lock_release",
-        CREL,
-        (TOKEN, DONE_MS, "exact", f"{TOKEN}|rel|{OP}"),
-        "gone",
-        setup=[("SET", C.done, f"{TOKEN}|rel|fedcba9876543210", "PX", 50000)],
+        setup=[("SET", C.lock, TOKEN, "PX", 5000), ("SET", C.fence, RING + 3)],
+        after=[(("EXISTS", C.lock), 0), (("GETBIT", C.ring, 3), 0)],
     ),
     Case(
         "release-exact-token-prefix-is-not-ownership",
-        "lock_release",
+        "compat_release",
         CREL,
-        (TOKEN, DONE_MS, "exact"),
+        (TOKEN, 0),
         "taken",
         setup=[("SET", C.lock, f"{TOKEN}|x", "PX", 5000)],
-        after=[(("GET", C.lock), f"{TOKEN}|x"), (("EXISTS", C.done), 0)],
+        after=[(("GET", C.lock), f"{TOKEN}|x"), (("EXISTS", C.ring), 0)],
     ),
     Case(
         "release-exact-gone",
-        "lock_release",
+        "compat_release",
         CREL,
-        (TOKEN, DONE_MS, "exact"),
+        (TOKEN, 0),
         "gone",
-        after=[(("EXISTS", C.done), 0)],
+        after=[(("EXISTS", C.ring), 0)],
     ),
     # ---------------------------------------------------------------- exact extend
     Case(

@@ -9,7 +9,6 @@ import redis
 
 from redislock._core.fair import FairCore
 from redislock._core.keys import FairKeys
-from redislock._core.lock import DONE_MS
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FAIR,
@@ -48,7 +47,8 @@ from tests.scriptcases import (
 
 pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
-FULL = (*FAIR, K.done, K.wait, K.wake)
+FULL = (*FAIR, K.ring, K.wait, K.wake)
+RING = 8192  # _ring.lua's RING: tokens per slot whose release is remembered
 FULL_DELAY = (*FULL, K.lock + ":delay")
 KEEP = (F.lock, F.queue, F.leases, F.info)  # waiter_keep's four keys of a waiter
 F2 = FairKeys.for_name("job}2")  # another name of the same slot (hash tag "job")
@@ -57,7 +57,7 @@ KEEP2 = (
     F2.queue,
     F2.leases,
     F2.info,
-)  # release, force: with Lock's done key, MultiLock's marker
+)  # release, force: with the slot's release ring, MultiLock's marker
 
 CASES = [
     # ---------------------------------------------------------------- fair: acquire
@@ -363,13 +363,13 @@ CASES = [
         "fair-release-fast-path-wakes-a-waiting-multilock",  # nobody queued: Lock's release
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS),
+        (*fair_args("release"), 1),
         "ok",
         setup=[fheld(TOKEN), ("SET", F.fence, 3), marker(K.wait)],
         after=[
             *absent(F.lock, F.queue),
             *woken(K.wake),
-            (("GET", K.done), TOKEN),
+            (("GETBIT", K.ring, 1), 1),  # its fencing token's bit: released by its holder
             (("GET", F.fence), "3"),
         ],
     ),
@@ -377,19 +377,24 @@ CASES = [
         "fair-release-with-every-key-finds-the-queue",  # the fast path's one EXISTS sees it
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS),
+        (*fair_args("release"), 1),
         "ok",
-        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3)],
-        after=[*granted(OTHER, 4, 8000), *absent(K.wake), (("GET", K.done), TOKEN)],
+        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), ("SETBIT", K.ring, 4, 1)],
+        after=[
+            *granted(OTHER, 4, 8000),
+            *absent(K.wake),
+            (("GETBIT", K.ring, 1), 1),
+            (("GETBIT", K.ring, 4), 0),  # the granted token's bit, cleared when issued
+        ],
     ),
     Case(
         "fair-release-grants-and-wakes-a-waiting-multilock",
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS),
+        (*fair_args("release"), 1),
         "ok",
         setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), marker(K.wait)],
-        after=[*granted(OTHER, 4, 8000), *woken(K.wake), (("GET", K.done), TOKEN)],
+        after=[*granted(OTHER, 4, 8000), *woken(K.wake), (("GETBIT", K.ring, 1), 1)],
     ),
     Case(
         "fair-acquire-no-queue-limit",  # a Lock's queue (queue_max 0)
@@ -488,91 +493,99 @@ CASES = [
         setup=[*waiter(OTHER)],
         after=[*granted(OTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
     ),
-    # ------------------------------------------- fair: after a native release (DELIFEQ)
+    # ------------------------------------------ fair: the release ring (_ring.lua)
     Case(
-        "fair-release-repeat-is-ok-by-the-done-key",  # a retried release: the first worked
+        "fair-acquire-clears-its-tokens-bit",  # it may hold the release of fence 1 - RING
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS),
-        "ok",
-        setup=[("SET", K.done, TOKEN, "PX", 60000), fheld(OTHER)],
-        after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
+        facq(),
+        ["ok", 1, 10000],
+        setup=[("SETBIT", K.ring, 1, 1)],
+        after=[(("GET", F.lock), f"{TOKEN}|1|{META}"), (("GETBIT", K.ring, 1), 0)],
     ),
     Case(
-        "fair-release-repeat-grants-the-free-lock",  # a native release whose kick was lost
+        "fair-acquire-after-the-queue-clears-its-tokens-bit",  # the queue's own path
         "fair",
         FULL,
-        (*fair_args("release"), DONE_MS),
-        "ok",
-        setup=[("SET", K.done, TOKEN, "PX", 60000), *waiter(OTHER)],
-        after=[*granted(OTHER, 1, 8000)],
-    ),
-    Case(
-        "fair-release-fresh-does-not-trust-the-done-key",  # the native try just wrote it
-        "fair",
-        FULL,
-        (*fair_args("release"), DONE_MS, "fresh"),
-        "gone",
-        setup=[("SET", K.done, TOKEN, "PX", 60000), *waiter(OTHER)],
-        after=[*granted(OTHER, 1, 8000)],
-    ),
-    Case(
-        "fair-release-fresh-taken",
-        "fair",
-        FULL,
-        (*fair_args("release"), DONE_MS, "fresh"),
-        "taken",
-        setup=[("SET", K.done, TOKEN, "PX", 60000), fheld(OTHER)],
-        after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
-    ),
-    Case(
-        "fair-release-fresh-still-releases-its-own-hold",
-        "fair",
-        FULL,
-        (*fair_args("release"), DONE_MS, "fresh"),
-        "ok",
-        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3)],
-        after=[*granted(OTHER, 4, 8000), (("GET", K.done), TOKEN)],
-    ),
-    Case(
-        "fair-kick-grants-the-free-lock-to-the-head",
-        "fair",
-        FULL,
-        fair_args("kick", ""),
-        1,
-        setup=[*waiter(OTHER), *waiter(THIRD, lease_ms=6000), ("SET", F.fence, 3)],
-        after=[*granted(OTHER, 4, 8000), (("LRANGE", F.queue, 0, -1), [THIRD])],
-    ),
-    Case(
-        "fair-kick-wakes-a-waiting-multilock",
-        "fair",
-        FULL,
-        fair_args("kick", ""),
-        0,
-        setup=[marker(K.wait)],
-        after=[*woken(K.wake), *absent(F.lock)],
-    ),
-    Case(
-        "fair-kick-leaves-a-held-lock-alone",  # someone took it between DELIFEQ and kick
-        "fair",
-        FULL,
-        fair_args("kick", ""),
-        0,
-        setup=[fheld(THIRD), *waiter(OTHER), ("SET", F.fence, 3)],
-        after=[
-            (("GET", F.lock), f"{THIRD}|1|{META}"),
-            (("LRANGE", F.queue, 0, -1), [OTHER]),
-            (("GET", F.fence), "3"),
+        facq(),
+        ["ok", RING + 6, 10000],
+        setup=[
+            *waiter(TOKEN),
+            ("SET", F.fence, RING + 5),
+            ("SETBIT", K.ring, 6, 1),
+            ("SETBIT", K.ring, 5, 1),
         ],
+        after=[(("GETBIT", K.ring, 6), 0), (("GETBIT", K.ring, 5), 1)],
     ),
     Case(
-        "fair-kick-skips-a-dead-head",
+        "fair-release-repeat-is-ok-by-the-ring",  # a retried release: the first worked
         "fair",
         FULL,
-        fair_args("kick", ""),
+        (*fair_args("release"), 2),
+        "ok",
+        setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 2, 1), fheld(OTHER, fence=9)],
+        after=[(("GET", F.lock), f"{OTHER}|9|{META}"), (("GETBIT", K.ring, 2), 1)],
+    ),
+    Case(
+        "fair-release-repeat-of-a-lost-hold-is-taken",  # its bit is not set: lost, as told
+        "fair",
+        FULL,
+        (*fair_args("release"), 2),
+        "taken",
+        setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 9, 1), fheld(OTHER, fence=9)],
+        after=[(("GET", F.lock), f"{OTHER}|9|{META}"), (("GETBIT", K.ring, 2), 0)],
+    ),
+    Case(
+        "fair-release-repeat-beyond-the-window-cannot-tell",  # the bit is a newer token's
+        "fair",
+        FULL,
+        (*fair_args("release"), 2),
+        "gone",
+        setup=[("SET", F.fence, RING + 2), ("SETBIT", K.ring, 2, 1)],
+    ),
+    Case(
+        "fair-release-of-an-unknown-fence-is-not-looked-up",  # fence 0: an abandoned try
+        "fair",
+        FULL,
+        (*fair_args("release"), 0),
+        "gone",
+        setup=[("SET", F.fence, 3), ("SETBIT", K.ring, 0, 1)],
+    ),
+    Case(
+        "fair-release-repeat-grants-the-free-lock",  # released, nobody granted yet
+        "fair",
+        FULL,
+        (*fair_args("release"), 1),
+        "ok",
+        setup=[("SET", F.fence, 1), ("SETBIT", K.ring, 1, 1), *waiter(OTHER)],
+        after=[*granted(OTHER, 2, 8000)],
+    ),
+    Case(
+        "fair-release-after-the-window-sets-no-bit",  # an old hold's bit is a newer token's
+        "fair",
+        FULL,
+        (*fair_args("release"), 1),
+        "ok",
+        setup=[fheld(TOKEN), ("SET", F.fence, RING + 1)],
+        after=[*absent(F.lock), (("GETBIT", K.ring, 1), 0)],
+    ),
+    Case(
+        "fair-release-after-the-queue-sets-its-bit",  # the queue's own path
+        "fair",
+        FULL,
+        (*fair_args("release"), 3),
+        "ok",
+        setup=[fheld(TOKEN, fence=3), *waiter(OTHER), ("SET", F.fence, 3)],
+        after=[*granted(OTHER, 4, 8000), (("GETBIT", K.ring, 3), 1)],
+    ),
+    Case(
+        "fair-force-sets-no-bit",  # an operator's override is no release by the holder
+        "fair",
+        FULL,
+        fair_args("force", ""),
         1,
-        setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, lease_ms=6000)],
-        after=[*granted(THIRD, 1, 6000), *not_queued(OTHER)],
+        setup=[fheld(TOKEN, fence=3), ("SET", F.fence, 3)],
+        after=[*absent(F.lock), (("GETBIT", K.ring, 3), 0)],
     ),
     # ---------------------------------------------------------------- fair: cancel, force
     Case(
@@ -849,10 +862,8 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     cancel = fair_core._cancel_op(TOKEN)
     assert (cancel.keys, cancel.encoded) == (FULL_DELAY, op.encoded)
     assert sent(cancel.args) == sent(fair_args("cancel"))
-    release = fair_core._release_op(TOKEN)
+    release = fair_core._fenced_release(TOKEN, 7)
     assert release.keys == FULL_DELAY
-    assert sent(release.args) == sent((*fair_args("release"), DONE_MS))
+    assert sent(release.args) == sent((*fair_args("release"), 7))
     assert release.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))
-    force = fair_core._ending("force", "")
-    assert force.keys == FULL_DELAY
-    assert sent(force.args) == sent((*fair_args("force", ""), DONE_MS))
+    assert sent(fair_core._release_op(TOKEN).args) == sent((*fair_args("release"), 0))

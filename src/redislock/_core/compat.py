@@ -25,7 +25,14 @@ from typing import Any, Final, Self
 
 from redis.exceptions import LockError, LockNotOwnedError
 
-from redislock._core.keys import DEFAULT_PREFIX, FENCE_SUFFIX, LockKeys, key_slot, slot_tag
+from redislock._core.keys import (
+    DEFAULT_PREFIX,
+    FENCE_SUFFIX,
+    RING_SUFFIX,
+    LockKeys,
+    key_slot,
+    slot_tag,
+)
 from redislock._core.lock import DONE_MS, Holding, LockCore, new_op_id
 from redislock._core.ops import Eval, Flow, as_int, as_str, unwrap
 from redislock._core.options import LockOptions
@@ -43,7 +50,7 @@ __all__ = [
 ]
 
 _ACQUIRE = SCRIPTS["compat_acquire"]
-_RELEASE = SCRIPTS["lock_release"]
+_RELEASE = SCRIPTS["compat_release"]
 _EXTEND = SCRIPTS["lock_extend"]
 _EXACT: Final = b"exact"
 """lock_release.lua's and lock_extend.lua's argument for redis-py's ownership test."""
@@ -107,10 +114,11 @@ def check_name(name: Any) -> str:
 
 def compat_keys(name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
     """The keys of drop-in lock ``name``: the lock key is ``name`` itself; the fencing
-    counter is the one of the name's hash slot, and the done key (and the never-written
-    waiters marker and channel lock_release.lua declares) carry the slot's tag, so every key
-    of one call is in the name's slot (Redis Cluster) and no name leaves a key of its own
-    once released (the done key ends after :data:`~redislock._core.lock.DONE_MS`)."""
+    counter and release ring are those of the name's hash slot, and the done key (the
+    acquire's memo) carries the slot's tag, so every key of one call is in the name's slot
+    (Redis Cluster) and no name leaves a key of its own once released (the done key ends
+    after :data:`~redislock._core.lock.DONE_MS`). ``wait`` and ``wake`` name nothing a
+    drop-in writes (redis-py's waiters poll)."""
     base = f"{prefix}{{{slot_tag(key_slot(name))}}}"
     return LockKeys(
         lock=name,
@@ -119,6 +127,7 @@ def compat_keys(name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
         wake=f"{base}:rp-wake:{name}",
         done=f"{base}:rp-done:{name}",
         legacy_fence="",
+        ring=base + RING_SUFFIX,
     )
 
 
@@ -134,7 +143,7 @@ class CompatCore(LockCore):
     __slots__ = ("hold_id",)
     hold_id: str
     """This core's acquire call and hold (random hex): a caller may choose the token, and
-    two holds may share one, so the done key's memos name the hold by this id."""
+    two holds may share one, so the done key's acquire memo names the hold by this id."""
 
     @classmethod
     def for_redis_py(cls, name: str, options: LockOptions, *, sentinel: bool = False) -> Self:
@@ -154,7 +163,7 @@ class CompatCore(LockCore):
         self.pending_token = text
         sent = time.monotonic()
         try:
-            keys = (self.keys.lock, self.keys.fence, self.keys.done)
+            keys = (self.keys.lock, self.keys.fence, self.keys.done, self.keys.ring)
             op = Eval(_ACQUIRE, keys, (token, self.lease_ms, self.hold_id, DONE_MS))
             reply, ack = unwrap((yield self._write(op)))
             status = as_str(reply[0])
@@ -169,26 +178,21 @@ class CompatCore(LockCore):
         finally:
             self.pending_token = None
 
+    def _release_of(self, h: Holding) -> Eval:
+        return self._fenced_release(h.token, h.fence)
+
     def _release_op(self, token: str) -> Eval:
+        return self._fenced_release(token, 0)
+
+    def _fenced_release(self, token: str, fence: int) -> Eval:
+        """compat_release.lua for ``token`` (redis-py's format: the value is the token)
+        with the slot's release ring: a release sent again after a lost reply finds
+        ``fence``'s bit set and answers "ok"."""
         keys = self.keys
-        wire = _wire(token)
-        args = (wire, DONE_MS, _EXACT, self._memo(wire))
-        return Eval(_RELEASE, (keys.lock, keys.wait, keys.wake, keys.done), args)
-
-    def _memo(self, wire: bytes) -> bytes:
-        return wire + b"|rel|" + self.hold_id.encode()
-
-    # The native release (see LockCore._native_release): DELIFEQ of the token itself, the
-    # done key's memo by hold id; no waiters to look for (redis-py's waiters poll).
-    def _release_memo(self, h: Holding) -> bytes:
-        return self._memo(_wire(h.token))
+        return Eval(_RELEASE, (keys.lock, keys.ring, keys.fence), (_wire(token), b"%d" % fence))
 
     def _wire_value(self, h: Holding) -> bytes:
         return _wire(h.value)
-
-    def _release_fallback(self, token: str, *, fresh: bool) -> Eval:
-        op = self._release_op(token)
-        return op._replace(args=(*op.args, b"fresh")) if fresh else op
 
     def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
         if mode != "add":

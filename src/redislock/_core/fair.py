@@ -23,7 +23,7 @@ from typing import ClassVar, Final
 
 from redislock._core import validate
 from redislock._core.keys import FairKeys, delay_key
-from redislock._core.lock import DONE_MS, Holding, LockCore, holder_meta, no_ttl, queue_token
+from redislock._core.lock import Holding, LockCore, holder_meta, no_ttl, queue_token
 from redislock._core.ops import Eval, Flow, Keep, Wait, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
@@ -32,8 +32,8 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
 _FAIR = SCRIPTS["fair"]
-_END_OPS: Final = {"release": b"release", "force": b"force", "kick": b"kick"}
-_FRESH: Final = b"fresh"
+_RELEASE_OP: Final = b"release"
+_FORCE_OP: Final = b"force"
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
@@ -50,13 +50,10 @@ waiter lease): the try is only the last safety net."""
 @functools.lru_cache(maxsize=64)
 def _encoded_args(
     lease_ms: int, waiter_lease: float, queue_max: int, delay_ms: int
-) -> tuple[tuple[bytes, bytes, bytes, bytes], tuple[bytes]]:
-    """FairCore's constant ARGV, encoded (shared by the cores of equal settings)."""
+) -> tuple[bytes, bytes, bytes, bytes]:
+    """FairCore's constant acquire ARGV, encoded (shared by the cores of equal settings)."""
     waiter_ms = validate.to_ms(waiter_lease)
-    return (
-        (b"%d" % lease_ms, b"%d" % waiter_ms, b"%d" % queue_max, b"%d" % delay_ms),
-        (b"%d" % DONE_MS,),
-    )
+    return (b"%d" % lease_ms, b"%d" % waiter_ms, b"%d" % queue_max, b"%d" % delay_ms)
 
 
 @dataclass(slots=True)
@@ -77,26 +74,24 @@ class FairCore(LockCore):
     """fair.lua's KEYS for acquire and cancel (built once per object): all ten, as
     :attr:`_end_keys`, so that every acquire honours a lock-delay (KEYS[10])."""
     _end_keys: tuple[str, ...] = field(init=False)
-    """fair.lua's KEYS for release and force: also the done key, MultiLock's marker and
-    wake channel, and the lock-delay key."""
+    """fair.lua's KEYS for release and force: also the slot's release ring, MultiLock's
+    marker and wake channel, and the lock-delay key."""
     _queue_head: tuple[bytes, ...] = field(init=False)
     """EVALSHA's sha, numkeys and :attr:`_queue_keys`, encoded once (see ``Eval.encoded``)."""
     _end_head: tuple[bytes, ...] = field(init=False)
     """The same for :attr:`_end_keys`."""
     _acquire_args: tuple[bytes, bytes, bytes, bytes] = field(init=False)
     """lease_ms, waiter_ms (of a waiter that queues), queue_max and delay_ms, encoded once."""
-    _end_args: tuple[bytes] = field(init=False)
-    """done_ms, encoded once."""
 
     def __post_init__(self) -> None:
         k = self.fkeys = FairKeys.of(self.keys.lock, self.keys.fence)
         own = (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence)
         lk = self.keys
-        self._end_keys = (*own, lk.done, lk.wait, lk.wake, delay_key(lk.lock))
+        self._end_keys = (*own, lk.ring, lk.wait, lk.wake, delay_key(lk.lock))
         self._queue_keys = self._end_keys
         self._end_head = encoded(_FAIR, self._end_keys)
         self._queue_head = self._end_head
-        self._acquire_args, self._end_args = _encoded_args(
+        self._acquire_args = _encoded_args(
             self.lease_ms, self.waiter_lease, self.queue_max, self.lock_delay_ms
         )
 
@@ -110,7 +105,7 @@ class FairCore(LockCore):
 
     def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
         """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info, legacy
-        fence, done, MultiLock's marker and wake channel, lock-delay key; ARGV op, token,
+        fence, release ring, MultiLock's marker and wake channel, lock-delay key; ARGV op, token,
         lease_ms, meta, waiter_ms (0: a single try; else this core's waiter lease),
         queue_max, delay_ms (0: none). The constant ones go as bytes, encoded once
         (redis-py sends bytes as they are)."""
@@ -276,46 +271,32 @@ class FairCore(LockCore):
         self.last_lost = False
         return True
 
-    def _ending(self, op: str, token: str) -> Eval:
-        """fair.lua's ``op`` (release or force) with Lock's done key (a release sent again
-        after a lost reply answers "ok" even though the lock was handed on meanwhile) and
-        MultiLock's waiters marker and wake channel (a waiting MultiLock is woken): ARGV
-        op, token, done_ms."""
-        args = (_END_OPS.get(op, op), token, *self._end_args)
-        return Eval(_FAIR, self._end_keys, args, self._end_head)
+    def _release_of(self, h: Holding) -> Eval:
+        return self._fenced_release(h.token, h.fence)
 
     def _release_op(self, token: str) -> Eval:
-        return self._ending("release", token)
+        return self._fenced_release(token, 0)
 
-    def _release_calls(self) -> tuple[tuple[tuple[str | int | bytes, ...], dict[str, bool]], ...]:
-        """A native release also asks whether anyone waits: the queue, or MultiLock's marker."""
-        return ((("EXISTS", self.fkeys.queue, self.keys.wait), {}),)
-
-    def _after_native_release(self, replies: list[object]) -> Flow[None]:
-        """Someone waited (the queue or MultiLock's marker exists): fair.lua's ``kick``
-        grants the free lock to the next live waiter and wakes a waiting MultiLock, as the
-        script's release would have. If it fails, the release still happened: the queued
-        waiters' own renewals find the free lock (within a third of the waiter lease)."""
-        if replies and replies[0] != 0:
-            with contextlib.suppress(Exception):
-                yield self._ending("kick", "")
-
-    def _release_fallback(self, token: str, *, fresh: bool) -> Eval:
-        op = self._ending("release", token)
-        return op._replace(args=(*op.args, _FRESH)) if fresh else op
+    def _fenced_release(self, token: str, fence: int) -> Eval:
+        """fair.lua's release with the slot's release ring (a release sent again after a
+        lost reply answers "ok" even though the lock was handed on meanwhile: ``fence``'s
+        bit is set) and MultiLock's waiters marker and wake channel (a waiting MultiLock is
+        woken): ARGV op, token, fence (the hold's fencing token, 0 if not known)."""
+        args = (_RELEASE_OP, token, b"%d" % fence)
+        return Eval(_FAIR, self._end_keys, args, self._end_head)
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which
         grants the next waiter)."""
         reply = yield self._cancel_op(token)
         if as_str(reply[0]) == "ok":
-            yield self._release_op(token)
+            yield self._fenced_release(token, as_int(reply[1]))
 
     def force_flow(self) -> Flow[int]:
         """Operator override: delete the lock whoever holds it and grant the next waiter
         (and wake a waiting MultiLock); 1 if a lock key was deleted, plus 2 if a lock-delay
         was ended (fair.lua's force)."""
-        return as_int((yield self._ending("force", "")))
+        return as_int((yield Eval(_FAIR, self._end_keys, (_FORCE_OP, b""), self._end_head)))
 
 
 def _granted_fence(payload: str | None, tag: str) -> int:

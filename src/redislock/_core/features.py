@@ -2,15 +2,15 @@
 """What a server can do natively, found once per client (no I/O here: the drivers send
 ``INFO server`` once per client and cache the :class:`Features` parsed from the reply).
 
-A plain ``Lock`` (and ``FairLock``) releases with one pipelined round trip of native
-commands instead of a script where the server has a compare-and-delete, and extends with
-``replace=True`` by a compare-and-set:
+A plain ``Lock`` (and ``FairLock``, and the redis-py drop-ins) extends with
+``replace=True`` by a native compare-and-set instead of a script where the server has one:
+``SET key value IFEQ value PX ms``: Valkey 8.1+ (https://valkey.io/commands/set/), Redis
+8.4+.
 
-- ``DELIFEQ key value``: Valkey 9.0+ (https://valkey.io/commands/delifeq/);
-- ``DELEX key IFEQ value``: Redis 8.4+ (https://redis.io/docs/latest/commands/delex/), also
-  in Valkey 9.2+ (not used there: ``DELIFEQ`` is);
-- ``SET key value IFEQ value PX ms``: Valkey 8.1+ (https://valkey.io/commands/set/), Redis
-  8.4+.
+Releases are always the scripts: a release also sets its fencing token's bit in the slot's
+release ring, only if the key was this hold's (a release sent again after a lost reply
+finds it there), and no native compare-and-delete (Valkey 9's ``DELIFEQ``, Redis 8.4's
+``DELEX ... IFEQ``) can make a second write depend on its outcome in one round trip.
 
 Valkey reports ``redis_version:7.2.4`` for compatibility, so the version is read from
 ``valkey_version`` (with ``server_name:valkey``), never from ``redis_version`` alone.
@@ -42,22 +42,12 @@ class Features:
     """``"redis"`` or ``"valkey"`` (``"unknown"`` if ``INFO`` was refused or unreadable)."""
     version: tuple[int, int, int] = (0, 0, 0)
     """The server's own version (``valkey_version`` on Valkey)."""
-    delete: str = ""
-    """The compare-and-delete command: ``"DELIFEQ"``, ``"DELEX"`` or "" (none: a script)."""
     set_ifeq: bool = False
     """Whether ``SET ... IFEQ`` exists (compare-and-set)."""
 
-    def delete_args(self, key: str, value: str | bytes) -> tuple[str | bytes, ...]:
-        """The compare-and-delete command for ``key`` holding exactly ``value`` (it replies
-        1 if it deleted the key, else 0)."""
-        if self.delete == "DELEX":
-            return ("DELEX", key, "IFEQ", value)
-        return ("DELIFEQ", key, value)
-
     def describe(self) -> str:
         v = ".".join(map(str, self.version))
-        native = [c for c in (self.delete, "SET IFEQ" if self.set_ifeq else "") if c]
-        return f"{self.server} {v}: native {', '.join(native) or 'none (scripts)'}"
+        return f"{self.server} {v}: native {'SET IFEQ' if self.set_ifeq else 'none (scripts)'}"
 
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
@@ -93,16 +83,13 @@ def parse_info(info: object) -> Features:
     if valkey is not None or name == "valkey":
         version = valkey or (0, 0, 0)
         feats = Features(server="valkey", version=version)
-        if version >= (9, 0, 0):
-            feats.delete = "DELIFEQ"
         feats.set_ifeq = version >= (8, 1, 0)
     else:
         redis = _version(_field(info, "redis_version"))
         if redis is None:
             return Features()
         feats = Features(server="redis", version=redis)
-        if redis >= (8, 4, 0):
-            feats.delete, feats.set_ifeq = "DELEX", True
+        feats.set_ifeq = redis >= (8, 4, 0)
     if os.environ.get(ENV_NATIVE, "").strip() == "0":
-        feats.delete, feats.set_ifeq = "", False
+        feats.set_ifeq = False
     return feats

@@ -9,14 +9,19 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   versions, "<token>|<host>|<pid>|<acquired_unix_ms>", are still read)
     P{T}:slotfence  the fencing counter of N's hash slot (see below), INCR on every
                   acquisition of every name of that slot, never expires
+    P{T}:slotrel  the release ring of N's hash slot: a bit per recent fencing token of the
+                  slot, set by its holder's release (scripts/_ring.lua), so a release sent
+                  again after a lost reply answers "ok" however many holders came since;
+                  at most 1 KiB, never expires (Lock, FairLock and the drop-ins)
     P{N}:fence    legacy: the per-name counter of earlier versions; the first script that
                   issues a token to N moves it into the slot counter and deletes it
     P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
                   marker exists; each process's waiters listen on one shared subscription
                   (:mod:`redislock._core.wake`), so waiting holds no pooled connection
-    P{N}:done     the last release (or "add" extend) of the name, for 60 s: a client that
-                  sends it again after losing the reply gets the first one's answer
+    P{N}:done     the last "add" extend of the name (and a Redlock master's last release),
+                  for 60 s: a client that sends it again after losing the reply gets the
+                  first one's answer
     P{N}:delay    a hold's lock-delay (``lock_delay=``): string "<delay_ms>" with PX = the
                   lock's TTL + the delay, written and moved with the lock key, deleted with
                   it by a release; while it outlives the lock key (the hold ended without a
@@ -37,7 +42,8 @@ among their KEYS (same hash tag), but never write them as keys.
 
 The drop-ins for redis-py's Lock (:mod:`redislock._core.compat`) use redis-py's key, the
 name itself, and keep their done key as ``P{T}:rp-done:<name>`` beside the slot counter
-``P{T}:slotfence`` of the name's slot (``T``: :func:`slot_tag`).
+``P{T}:slotfence`` and release ring ``P{T}:slotrel`` of the name's slot (``T``:
+:func:`slot_tag`).
 
 The lock key always ends in ``}`` and no sub-key does, and no suffix ends another, so no
 lock name can collide with another lock's internal keys. The hash tag of all these keys is
@@ -52,7 +58,8 @@ tag, mod 16,384, as Redis Cluster computes it) is ``P{T}:slotfence``, where ``T`
 counter lives in the name's slot, so one script on one Cluster node reaches both. Its token
 still strictly increases per name, since every token of the name comes from that one counter.
 ``:slotfence`` is no lock's suffix and no suffix ends it, so the counter is nobody's lock or
-sub-key, also not the sub-key of a lock named ``T``.
+sub-key, also not the sub-key of a lock named ``T``; the same holds for the release ring's
+``:slotrel``.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ __all__ = [
     "DELAY_SUFFIX",
     "FENCE_SUFFIX",
     "GRANT_SUFFIX",
+    "RING_SUFFIX",
     "FairKeys",
     "HoldKeys",
     "LockKeys",
@@ -87,6 +95,9 @@ SLOTS: Final = 16384
 
 FENCE_SUFFIX: Final = ":slotfence"
 """The suffix of a slot's fencing counter key ``<prefix>{<slot tag>}:slotfence``."""
+
+RING_SUFFIX: Final = ":slotrel"
+"""The suffix of a slot's release ring ``<prefix>{<slot tag>}:slotrel`` (scripts/_ring.lua)."""
 
 DELAY_SUFFIX: Final = ":delay"
 """The suffix of a lock's lock-delay key ``<lock key>:delay`` (:func:`delay_key`)."""
@@ -142,8 +153,9 @@ def fence_key(lock_key: str) -> str:
 
 
 class LockKeys(NamedTuple):
-    """The Redis keys of one lock. ``fence`` is the slot's fencing counter, shared with the
-    other names of the slot; ``legacy_fence`` the per-name counter of earlier versions."""
+    """The Redis keys of one lock. ``fence`` is the slot's fencing counter and ``ring`` its
+    release ring, shared with the other names of the slot; ``legacy_fence`` the per-name
+    counter of earlier versions."""
 
     lock: str
     fence: str
@@ -151,18 +163,21 @@ class LockKeys(NamedTuple):
     wake: str
     done: str
     legacy_fence: str
+    ring: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
         """Keys for lock ``name`` (already validated) under ``prefix``."""
         base = f"{prefix}{{{name}}}"
+        fence = fence_key(base)
         return cls(
             lock=base,
-            fence=fence_key(base),
+            fence=fence,
             wait=base + ":wait",
             wake=base + ":wake",
             done=base + ":done",
             legacy_fence=base + ":fence",
+            ring=fence[: -len(FENCE_SUFFIX)] + RING_SUFFIX,
         )
 
     @staticmethod

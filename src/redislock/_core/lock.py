@@ -88,11 +88,13 @@ COALESCE: Final = 0.05
 harmless), so many leases share one round trip."""
 
 DONE_MS: Final = 60_000
-"""Milliseconds a name's done key remembers its last release or "add" extend, so that the
-same call sent again (redis-py's default client retries a command whose reply was lost: up
-to 10 times, each after at most ``socket_timeout`` = 5 s and a back-off of at most 1 s) gets
-the first call's answer instead of "gone" or a second extension. One short string per
-released name, gone after this window."""
+"""Milliseconds a name's done key remembers its last "add" extend (and a Redlock master's
+or MultiLock's release, a drop-in's acquire), so that the same call sent again (redis-py's
+default client retries a command whose reply was lost: up to 10 times, each after at most
+``socket_timeout`` = 5 s and a back-off of at most 1 s) gets the first call's answer
+instead of "gone" or a second extension. One short string per name, gone after this
+window. (Lock's, FairLock's and the drop-ins' releases use the slot's release ring
+instead: ``scripts/_ring.lua``.)"""
 
 _RELEASE = SCRIPTS["lock_release"]
 _EXTEND = SCRIPTS["lock_extend"]
@@ -187,7 +189,7 @@ class Holding:
     schedule once per hold, so a renewal allocates no object that outlives it)."""
     value: str = field(default="", repr=False)
     """The lock key's exact value while this hold has it, when known ("" when not: an
-    adopted hold, a kind whose key is no string): the native release and extend compare it
+    adopted hold, a kind whose key is no string): the native extend compares it
     (:mod:`redislock._core.features`)."""
     renew_entry: str = field(default="", repr=False)
     """This hold's ``"<token> <ms>"`` pair in a ``lock_renew.lua`` call when its renewal TTL
@@ -509,15 +511,7 @@ class LockCore:
         still has the key, which ends with its lease; that delays the next holder but never
         grants the lock twice, and no acknowledgement count could undo a release anyway.
         """
-        reply: object = None
-        ack: Acked | None = None
-        # (with a lock-delay, the script: it deletes the delay key with the lock key)
-        if h.value and not self.track_master and not self.lock_delay_ms:
-            feats: Features = yield Probe()
-            if feats.delete:
-                reply = yield from self._native_release(h, feats)
-        if reply is None:
-            reply, ack = unwrap((yield self._tracked(self._release_op(h.token))))
+        reply, ack = unwrap((yield self._tracked(self._release_of(h))))
         status = as_str(reply)
         if self.holding is h:
             self.holding = None
@@ -526,68 +520,9 @@ class LockCore:
         self._check_master(h, status, ack)
         self._released(h, status, retry=retry)
 
-    def _native_release(self, h: Holding, feats: Features) -> Flow[object]:
-        """Release ``h`` with native commands (one pipelined round trip: the done key's
-        memo, the server's compare-and-delete of :attr:`Holding.value`, and a look for
-        anyone waiting); the reply the release script would have given, or None to send
-        the script (the server refused a native command). Kinds with waiters to hand the
-        lock to override :meth:`_release_calls` and :meth:`_after_native_release`.
-
-        ``SET done token PX ms GET`` writes the memo a retried release looks for and tells
-        whether this is the first time this release ran: its old value is this token only
-        if an earlier send of the same release ran (redis-py retries a command whose reply
-        was lost). Then the earlier compare-and-delete either deleted the key or found it
-        gone, and the script with the memo answers "ok", as the script path answers a
-        repeat of a release that worked. (The one case answered wrongly: the earlier send
-        found the lease already ended AND its reply was lost. It says "ok" where the script
-        path says "gone".) The first time, a key not deleted is looked at by the script,
-        told not to trust the memo just written ("fresh"): "gone", "taken", or released
-        if the value is this token's in another form.
-        """
-        keys = self.keys
-        memo = self._release_memo(h)
-        calls = (
-            (("SET", keys.done, memo, "PX", DONE_MS, "GET"), {"get": True}),
-            (feats.delete_args(keys.lock, self._wire_value(h)), {}),
-            *self._release_calls(),
-        )
-        try:
-            replies = yield Commands(calls)
-        except Exception as exc:
-            if isinstance(exc, CONNECTION_ERRORS + TIMEOUT_ERRORS):
-                raise  # the commands may have run: a failed release (retried by the caller)
-            # refused before anything was sent (e.g. a Cluster client's own key lookup)
-            return (yield self._release_fallback(h.token, fresh=True))
-        old, deleted = replies[0], replies[1]
-        if deleted == 1:
-            yield from self._after_native_release(replies[2:])
-            return "ok"
-        if refused_natively(deleted):  # unknown command, or not in the ACL
-            feats.delete = ""
-        repeat = isinstance(old, bytes | str) and _as_bytes(old) == _as_bytes(memo)
-        return (yield self._release_fallback(h.token, fresh=not repeat))
-
-    def _release_memo(self, h: Holding) -> str | bytes:
-        """What the done key remembers of ``h``'s release (the script writes the same)."""
-        return h.token
-
     def _wire_value(self, h: Holding) -> str | bytes:
-        """:attr:`Holding.value` as the key holds it."""
+        """:attr:`Holding.value` as the key holds it (the native extend compares it)."""
         return h.value
-
-    def _release_calls(self) -> tuple[tuple[tuple[str | int | bytes, ...], dict[str, bool]], ...]:
-        """Commands a native release also sends (after the compare-and-delete): none."""
-        return ()
-
-    def _after_native_release(self, replies: list[object]) -> Flow[None]:
-        """After a native release deleted the key (``replies``: those of
-        :meth:`_release_calls`): nothing to do for a kind without waiters."""
-        yield from ()
-
-    def _release_fallback(self, token: str, *, fresh: bool) -> Eval:
-        """The release script after a native release did not delete the key; ``fresh``: the
-        done key's memo was written by that attempt, not by a release that worked."""
-        raise NotImplementedError(f"{type(self).__name__} has no native release")
 
     def _released(self, h: Holding, status: str, *, retry: bool) -> None:
         """The end of a release whose script ran and replied ``status``: raises
@@ -650,6 +585,11 @@ class LockCore:
     def abandon_flow(self, token: str) -> Flow[None]:
         """Delete the key if ``token`` holds it (cleanup after a cancelled acquire)."""
         yield self._release_op(token)
+
+    def _release_of(self, h: Holding) -> Eval:
+        """The release of hold ``h``: :meth:`_release_op` of its token. The kinds with a
+        release ring (Lock, FairLock, the drop-ins) send its fencing token too."""
+        return self._release_op(h.token)
 
     def _release_op(self, token: str) -> Eval:
         """lock_release.lua for ``token``, remembered in the done key for :data:`DONE_MS`
@@ -929,10 +869,6 @@ def refused_natively(reply: object) -> bool:
         return False
     text = str(reply).lower()
     return any(m in text for m in ("unknown command", "syntax error", "wrong number", "noperm"))
-
-
-def _as_bytes(value: str | bytes) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
 
 
 def why(status: str) -> str:

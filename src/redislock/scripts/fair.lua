@@ -8,8 +8,8 @@
 -- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
 -- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
 -- below: no ACL preflight, and TIME only for a hold with a lock-delay).
--- The lock key, fencing counter, done key, lock_extend.lua and lock_status.lua are those of
--- Lock; MultiLock (multi.lua) takes the same lock keys and wakes the head of this queue.
+-- The lock key, fencing counter, release ring, lock_extend.lua and lock_status.lua are those
+-- of Lock; MultiLock (multi.lua) takes the same lock keys and wakes the head of this queue.
 --
 -- KEYS[1] lock key      string "<token>|<fence>|<meta>" with a PX TTL (as Lock)
 -- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR per grant, never expires
@@ -17,8 +17,9 @@
 -- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
 -- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
--- KEYS[7] done key      release, optional: string "<token>", the last release of this name,
---                       PX ARGV[3] (Lock's done key, see lock_release.lua)
+-- KEYS[7] release ring  optional: the slot's release ring (_ring.lua), a bit per recent
+--                       fencing token: cleared when a token is issued here, set by its
+--                       holder's release, read by a release sent again after a lost reply
 -- KEYS[8] waiters key   release, force, optional (with KEYS[7]): MultiLock's marker "some
 --                       client is waiting" (see multi.lua); its presence makes a release
 --                       publish one wake-up to KEYS[9]
@@ -31,7 +32,7 @@
 --                       a release or force DELetes it with the lock key. While it exists
 --                       and the lock key does not (the hold ended WITHOUT a release), nobody
 --                       takes the lock: acquire answers busy with its PTTL, grants wait
--- ARGV[1] op            acquire | release | cancel | force | kick
+-- ARGV[1] op            acquire | release | cancel | force
 -- ARGV[2] token         owner token
 -- acquire only (each op sends only its own arguments, so the fast paths parse few):
 -- ARGV[3] lease_ms      lease of the lock once held, milliseconds
@@ -41,14 +42,10 @@
 -- ARGV[7] delay_ms      optional, with KEYS[10]: lock-delay of the hold taken, milliseconds;
 --                       0 or absent: none. A queued waiter keeps it in its waiter info as
 --                       "<lease_ms>d<delay_ms>|<meta>" for its grant
--- release and force only:
--- ARGV[3] done_ms       milliseconds the done key (KEYS[7], release) remembers this release:
---                       the window in which a client may send it again
--- ARGV[4] fresh         release, optional: "fresh" after a native release (DELIFEQ) that did
---                       not delete the key and wrote this token into the done key itself:
---                       the done key then proves nothing and is not looked at
--- kick: KEYS as release, ARGV op, "" (after a native release deleted the key and found the
---       queue or MultiLock's marker: grant the free lock to the next waiter, wake MultiLock)
+-- release only:
+-- ARGV[3] fence         the hold's fencing token (from its acquire), for the release ring:
+--                       a release sent again finds it released there; 0: not known
+-- force: ARGV op, "" (no token)
 -- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
 -- channel, not a key); a grant PUBLISHes "<tag>|<fence>", where tag = sha1(token)[1..20] of
 -- the waiter granted, to that waiter's process's channel "<grant channel>:<process tag>"
@@ -66,23 +63,29 @@
 --            {"full", length}         the queue is full; the caller is not queued
 --   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
 --                                     also "ok" for a repeat of this token's release (a
---                                     client retrying after a lost reply)
+--                                     client retrying after a lost reply) while its fence
+--                                     is in the release ring's window (_ring.lua)
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
 --   force    1 if a lock key was deleted, plus 2 if a lock-delay (KEYS[10]) was ended: 0..3
 --            (operator override; grants to the next waiter)
---   kick     1 if the free lock was granted to a waiter, else 0 (held, or nobody queued)
 --   any op   error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing was
 --            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
 -- A failed SET NX of the lock key is always followed by a GET of it (the audit relies on it).
 -- include: _acl.lua
 -- include: _fence.lua
+-- include: _ring.lua
 -- include: _queue.lua
 
 local op, token = ARGV[1], ARGV[2]
 
 local function mine(v)
   return v and string.sub(v, 1, #token + 1) == token .. '|'
+end
+
+-- The fencing token in lock value v ("<token>|<fence>|..."); 0 if it has none
+local function value_fence(v)
+  return tonumber(string.match(v, '^[^|]*|(%d+)|') or '0')
 end
 
 -- MultiLock's waiters leave a marker on a busy name and wait on its wake channel: a release
@@ -177,8 +180,9 @@ if op == 'acquire' then
         return no
       end
       r, no = next_fence(KEYS[2], KEYS[6])  -- issues that token
+      if not no and KEYS[7] then r, no = ring_issue(KEYS[7], fence) end
       if no then
-        redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
+        redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token (and bit)
         if KEYS[10] then redis.pcall('DEL', KEYS[10]) end
         return failed(no, r)
       end
@@ -213,10 +217,11 @@ elseif op == 'release' then
       end
     end
     if q == 0 then
-      local r
+      local r, cmd
+      local fence = value_fence(v)
       if KEYS[7] then
-        r = redis.pcall('SET', KEYS[7], token, 'PX', ARGV[3])
-        if bad(r) then return failed('SET', r) end
+        r, cmd = ring_mark(KEYS[7], KEYS[2], fence)
+        if r then return failed(cmd, r) end
       end
       if KEYS[10] then  -- the lock-delay goes with a release (one DEL: both or neither)
         r = redis.pcall('DEL', KEYS[1], KEYS[10])
@@ -224,8 +229,8 @@ elseif op == 'release' then
         r = redis.pcall('DEL', KEYS[1])
       end
       if bad(r) then
-        -- Not released: forget the release (SET just worked; DEL did not).
-        if KEYS[7] then redis.pcall('SET', KEYS[7], '', 'PX', 1) end
+        -- Not released: forget the release (the bit was just set; DEL failed).
+        if KEYS[7] then ring_unmark(KEYS[7], fence) end
         return failed('DEL', r)
       end
       return 'ok'
@@ -253,7 +258,7 @@ do
   }
   if KEYS[7] then
     uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
-      KEYS[7], 'GET', KEYS[7], 'SET'
+      KEYS[7], 'GETBIT', KEYS[7], 'SETBIT'
   end
   if KEYS[8] then
     uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
@@ -316,6 +321,10 @@ local function grant_next()
   end
   local fence, no = next_fence(KEYS[2], KEYS[6])
   if no then return failed(no, fence) end
+  if KEYS[7] then  -- checked by the preflight: cannot fail now
+    local e, cmd = ring_issue(KEYS[7], fence)
+    if e then return failed(cmd, e) end
+  end
   if has_delay(delay) then  -- one deadline for both keys (deadline() above)
     local at = now + tonumber(lease)
     redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PXAT', num(at))
@@ -345,6 +354,10 @@ if op == 'acquire' then
     if not head or head == token then
       local fence, no = next_fence(KEYS[2], KEYS[6])
       if no then return failed(no, fence) end
+      if KEYS[7] then  -- checked by the preflight: cannot fail now
+        local e, cmd = ring_issue(KEYS[7], fence)
+        if e then return failed(cmd, e) end
+      end
       local at = now + tonumber(ARGV[3])
       redis.call('SET', KEYS[1], token .. '|' .. fence .. '|' .. ARGV[4], 'PXAT', num(at))
       no = set_delay(at, ARGV[7])  -- checked by the preflight: cannot fail now
@@ -388,12 +401,17 @@ end
 
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
-  if not mine(v) and KEYS[7] and ARGV[4] ~= 'fresh' and redis.call('GET', KEYS[7]) == token then
-    if not v then  -- released, but nobody granted yet (a native release's kick was lost)
-      local r = grant_next()
-      if r ~= true and r ~= false then return r end
+  local fence = tonumber(ARGV[3] or '0') or 0
+  if not mine(v) and KEYS[7] then
+    local done, e, cmd = ring_released(KEYS[7], KEYS[2], fence)
+    if e then return failed(cmd, e) end
+    if done then  -- released already (and maybe granted on): the same release sent again
+      if not v then  -- nobody was granted it yet
+        local r = grant_next()
+        if r ~= true and r ~= false then return r end
+      end
+      return 'ok'
     end
-    return 'ok'  -- released already (and maybe granted on): the same release sent again
   end
   if not v then  -- expired: the next waiter need not wait for its own retry
     local r = grant_next()
@@ -403,11 +421,12 @@ if op == 'release' then
   if not mine(v) then return 'taken' end
   local r = wake_marked()  -- checked by the preflight: cannot fail now
   if r then return r end
+  if KEYS[7] then
+    local e, cmd = ring_mark(KEYS[7], KEYS[2], value_fence(v))
+    if e then return failed(cmd, e) end
+  end
   redis.call('DEL', KEYS[1])
   if KEYS[10] then redis.call('DEL', KEYS[10]) end  -- a release ends the lock-delay too
-  if KEYS[7] then
-    redis.call('SET', KEYS[7], token, 'PX', ARGV[3])
-  end
   r = grant_next()
   if r ~= true and r ~= false then return r end
   return 'ok'
@@ -438,15 +457,6 @@ if op == 'force' then
   r = grant_next()
   if r ~= true and r ~= false then return r end
   return n
-end
-
-if op == 'kick' then
-  local r = wake_marked()
-  if r then return r end
-  if redis.call('GET', KEYS[1]) then return 0 end
-  r = grant_next()
-  if r ~= true and r ~= false then return r end
-  return r and 1 or 0
 end
 
 return redis.error_reply('redislock - unknown fair op ' .. tostring(op))

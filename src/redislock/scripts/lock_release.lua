@@ -5,18 +5,11 @@
 --                       waiters' shared wake-up channel, redislock._core.wake); declared as
 --                       a key of the name's hash tag, never written as one
 -- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[2]
+--                       (Redlock's masters; Lock, FairLock and the drop-ins have the slot's
+--                       release ring instead: fair.lua, compat_release.lua)
 -- ARGV[1] token         owner token
 -- ARGV[2] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
 --                       (the window in which a client may send the same release again)
--- ARGV[3] ownership     optional: "exact" for a lock in redis-py's format (compat_acquire.lua),
---                       held by the token iff the value IS the token; otherwise (redislock's
---                       "<token>|<fence>|<meta>") iff the value starts with "<token>|"
--- ARGV[4] memo          optional, with ARGV[3]: what the done key remembers of this release
---                       instead of the token (a caller's token may be reused by a later hold;
---                       the drop-in passes "<token>|rel|<acquire's op_id>", one per hold)
--- ARGV[5] fresh         optional, with ARGV[4]: "fresh" after a native release (DELIFEQ) that
---                       did not delete the key and wrote the memo itself: the done key then
---                       proves nothing and is not looked at
 -- returns "ok"          released; also a repeat of this token's release within done_ms (a
 --                       client retrying after the reply was lost: the first one worked)
 --         "gone"        no lock key (expired or deleted)
@@ -31,17 +24,12 @@
 
 local v = redis.pcall('GET', KEYS[1])
 if bad(v) then return failed('GET', v) end
-local mine
-if ARGV[3] == 'exact' then
-  mine = v == ARGV[1]
-else
-  mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
-end
+local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
 if not mine then
-  if KEYS[4] and ARGV[5] ~= 'fresh' then
+  if KEYS[4] then
     local done = redis.pcall('GET', KEYS[4])
     if bad(done) then return failed('GET', done) end
-    if done == (ARGV[4] or ARGV[1]) then
+    if done == ARGV[1] then
       return 'ok'
     end
   end
@@ -54,7 +42,7 @@ if r == 1 then
   if bad(r) then return failed('PUBLISH', r) end
 end
 if KEYS[4] then
-  r = redis.pcall('SET', KEYS[4], ARGV[4] or ARGV[1], 'PX', ARGV[2])
+  r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
   if bad(r) then return failed('SET', r) end
 end
 r = redis.pcall('DEL', KEYS[1])

@@ -19,7 +19,8 @@ has a 0.2 s timeout; connections are re-made after errors):
   absence: an interval closes only on a successful snapshot that lacks the hold (after a
   restart without persistence that is the first successful poll). Every ``scan_every``
   polls it also SCANs ``<prefix>*`` and PTTLs every key: a key that is not a fencing counter
-  (``…:slotfence``, or an earlier version's ``…:fence``) nor a permit count (``…:permits``)
+  (``…:slotfence``, or an earlier version's ``…:fence``), a release ring (``…:slotrel``)
+  nor a permit count (``…:permits``)
   with no TTL is a :class:`TtlViolation`.
 * the **MONITOR reader** keeps a shadow of every lock key (string value and expiry, hash
   fields) from the writes it sees, and flags a :class:`ForeignTouch` when a script deletes,
@@ -90,7 +91,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from redislock._core.codec import decode_hold_value, decode_lock_value
-from redislock._core.keys import DEFAULT_PREFIX, FENCE_SUFFIX, LockKeys
+from redislock._core.keys import DEFAULT_PREFIX, FENCE_SUFFIX, RING_SUFFIX, LockKeys
 from redislock._lifecycle import Startable
 from redislock.testing.audit_records import (
     HASH_MODES,
@@ -512,7 +513,9 @@ class Auditor(Startable):
             if int(cursor) == 0:
                 break
         checked = [
-            k for k in keys if not k.endswith((FENCE_SUFFIX.encode(), b":fence", b":permits"))
+            k
+            for k in keys
+            if not k.endswith((FENCE_SUFFIX.encode(), RING_SUFFIX.encode(), b":fence", b":permits"))
         ]
         if not checked:
             return

@@ -488,6 +488,9 @@ async def test_a_refused_release_keeps_the_hold(
             await check_not_misled(kind, [holder], admin)
             assert (await actor.call(holder.holder.statistics)).held  # still held, its key too
             assert keys_without_ttl(admin) == []
+            if kind.id == "Lock":  # not released: its token's bit is not set (or undone)
+                ring = LockKeys.for_name("acl").ring
+                assert admin.getbit(ring, holder.holder.fencing_token) == 0
             acl(admin, "SETUSER", f"acl-test-{full[2]}", f"+{drop.lower()}")
             await holder.release()  # allowed again: a normal release
             await check_not_misled(kind, [holder], admin)

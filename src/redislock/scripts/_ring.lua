@@ -40,19 +40,20 @@ local function ring_window(counter, f)
   return f >= 1 and f <= c and c - f < RING
 end
 
--- The holder of fence f releases: set its bit (nothing outside the window). Returns an
--- error reply and its command, or nil.
+-- The holder of fence f releases: set its bit (nothing outside the window: that bit may be
+-- a newer token's). Returns an error reply and its command, or (nil, nil, whether it set
+-- the bit).
 local function ring_mark(ring, counter, f)
   local inside, e, cmd = ring_window(counter, f)
   if e then return e, cmd end
-  if inside then
-    local r = redis.pcall('SETBIT', ring, f % RING, 1)
-    if bad(r) then return r, 'SETBIT' end
-  end
-  return nil
+  if not inside then return nil, nil, false end
+  local r = redis.pcall('SETBIT', ring, f % RING, 1)
+  if bad(r) then return r, 'SETBIT' end
+  return nil, nil, true
 end
 
--- Undo ring_mark (the DEL after it failed); through pcall, errors ignored.
+-- Undo a ring_mark that set the bit (the DEL after it failed); through pcall, errors
+-- ignored.
 local function ring_unmark(ring, f)
   redis.pcall('SETBIT', ring, f % RING, 0)
 end

@@ -28,11 +28,11 @@ if v ~= ARGV[1] then
   if done then return 'ok' end
   return v and 'taken' or 'gone'
 end
-local r, cmd = ring_mark(KEYS[2], KEYS[3], fence)
+local r, cmd, marked = ring_mark(KEYS[2], KEYS[3], fence)
 if r then return failed(cmd, r) end
 r = redis.pcall('DEL', KEYS[1])
 if bad(r) then
-  ring_unmark(KEYS[2], fence)  -- not released: forget the release
+  if marked then ring_unmark(KEYS[2], fence) end  -- not released: forget the release
   return failed('DEL', r)
 end
 return 'ok'

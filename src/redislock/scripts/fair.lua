@@ -217,10 +217,10 @@ elseif op == 'release' then
       end
     end
     if q == 0 then
-      local r, cmd
+      local r, cmd, marked
       local fence = value_fence(v)
       if KEYS[7] then
-        r, cmd = ring_mark(KEYS[7], KEYS[2], fence)
+        r, cmd, marked = ring_mark(KEYS[7], KEYS[2], fence)
         if r then return failed(cmd, r) end
       end
       if KEYS[10] then  -- the lock-delay goes with a release (one DEL: both or neither)
@@ -230,7 +230,7 @@ elseif op == 'release' then
       end
       if bad(r) then
         -- Not released: forget the release (the bit was just set; DEL failed).
-        if KEYS[7] then ring_unmark(KEYS[7], fence) end
+        if marked then ring_unmark(KEYS[7], fence) end
         return failed('DEL', r)
       end
       return 'ok'

@@ -42,6 +42,7 @@ HAND_WRITTEN = frozenset(
         "_flavour.py",
         "_guard.py",
         "_hub.py",
+        "_state.py",
         "_steps.py",
         "renewer.py",
     }

@@ -15,57 +15,32 @@ back-off; it stops, and closes its connection, when no channel was wanted for
 from __future__ import annotations
 
 import contextlib
-import os
-import queue
 import select
 import socket
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from redislock._clients import RESPONSE_ERRORS, SYNC_CLUSTERS
 from redislock._core.ops import Keep, Wait
-from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
+from redislock._core.wake import Board, Waiter, keep_op, refusal, text
 
-__all__ = ["gate", "pass_on", "wait"]
-
-_HUBS: weakref.WeakKeyDictionary[Any, _Hub] = weakref.WeakKeyDictionary()
-_HUBS_LOCK = threading.Lock()
-
-
-class Gate:
-    """A counting semaphore for the driver's ``with gate:``, on :class:`queue.SimpleQueue`
-    (C code): taking and returning a slot is one call each, where
-    :class:`threading.BoundedSemaphore` runs a Condition in Python (about 4 µs per command,
-    on every acquire and release). Waiting for a slot blocks in C and can be interrupted."""
-
-    __slots__ = ("_free",)
-
-    def __init__(self, size: int) -> None:
-        self._free: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(size):
-            self._free.put(None)
-
-    def __enter__(self) -> None:
-        self._free.get()
-
-    def __exit__(self, *exc: object) -> None:
-        self._free.put(None)
-
-
-_GATES: weakref.WeakKeyDictionary[Any, Gate | None] = weakref.WeakKeyDictionary()
+__all__ = ["Hub"]
 
 _BACKOFF = (0.02, 2.0)
 """First and longest pause, in seconds, before the reader connects again after an error."""
 
 
-class _Hub:
-    """One client's wake-up channel in this process."""
+class Hub:
+    """One client's wake-up channel in this process (kept in the client's state,
+    :mod:`redislock.sync._state`); ``execute`` is the driver's, with which the keeper renews
+    the waiter leases."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, execute: Callable[[Any, Any], Any]) -> None:
         self.client = weakref.ref(client)
-        self.pid = os.getpid()
+        self.execute = execute
         self.board = Board()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
@@ -137,8 +112,7 @@ class _Hub:
     def _keep(self) -> None:
         """Renew the due waiter leases (one call per group, one after the other), until
         none is left; then the thread ends (the next keep starts another)."""
-        from redislock.sync._driver import execute  # (the driver imports this module)
-
+        execute = self.execute
         while True:
             client = self.client()
             with self.lock:
@@ -279,43 +253,3 @@ def _slot(client: Any) -> Any:
     if isinstance(client, SYNC_CLUSTERS):
         return client.keyslot
     return None
-
-
-def _hub(client: Any) -> _Hub:
-    hub = _HUBS.get(client)
-    if hub is None or hub.pid != os.getpid():
-        with _HUBS_LOCK:
-            hub = _HUBS.get(client)
-            if hub is None or hub.pid != os.getpid():
-                hub = _HUBS[client] = _Hub(client)
-    return hub
-
-
-def wait(client: Any, op: Wait, cursor: int) -> str | None:
-    """Perform ``op`` for a flow whose previous operation was sent after ticket ``cursor``
-    (see :mod:`redislock._core.wake`)."""
-    return _hub(client).wait(op, cursor)
-
-
-def pass_on(client: Any, channel: str) -> None:
-    """A plain wake-up the flow took could not be used (the flow ended before it tried):
-    give it to the next waiter of the channel."""
-    hub = _HUBS.get(client)
-    if hub is not None:
-        hub.pass_on(channel)
-
-
-def gate(client: Any) -> Gate | None:
-    """The semaphore redislock's commands on ``client`` pass, or None (see
-    :func:`redislock._core.wake.gate_size`)."""
-    try:
-        return _GATES[client]
-    except KeyError:
-        pass
-    except TypeError:  # not weak-referenceable: no gate
-        return None
-    with _HUBS_LOCK:
-        if client not in _GATES:
-            size = gate_size(client)
-            _GATES[client] = None if size is None else Gate(size)
-        return _GATES[client]

@@ -15,8 +15,6 @@ process's).
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,22 +23,10 @@ from redislock._core.features import Features
 from redislock._core.quorum import MasterMemory
 from redislock._core.wake import gate_size
 from redislock._lanes import Lane
+from redislock._registry import Registry, forks
 from redislock.aio._hub import Hub
 
 __all__ = ["ClientState", "state_of"]
-
-_forks = 0
-"""How many times this process's line forked (a state made before the last fork is not this
-process's)."""
-
-
-def _forked() -> None:
-    global _forks, _STATES_LOCK
-    _forks += 1
-    _STATES_LOCK = threading.Lock()  # a fork while another thread held it: a fresh one
-
-
-os.register_at_fork(after_in_child=_forked)
 
 
 class ClientState:
@@ -59,10 +45,10 @@ class ClientState:
     )
 
     def __init__(
-        self, client: Any, parent: ClientState | None = None, *, remember: bool = True
+        self, client: Any, parent: ClientState | None = None, remember: bool = True
     ) -> None:
         self.client: Callable[[], Any] = weakref.ref(client) if remember else lambda: client
-        self.forks = _forks
+        self.forks = forks()
         self.features: Features | None = None if parent is None else parent.features
         """What the server has natively, once the first :class:`~redislock._core.ops.Probe`
         read it."""
@@ -110,24 +96,12 @@ class ClientState:
         return self._hubs.get(asyncio.get_running_loop())
 
 
-_STATES: weakref.WeakKeyDictionary[Any, ClientState] = weakref.WeakKeyDictionary()
+_STATES: Registry[ClientState] = Registry(ClientState)
 """Every client's state, forgotten with the client: the only registry of clients."""
-_STATES_LOCK = threading.Lock()
-"""Held while a state is made (asyncio clients may be used from several threads' loops)."""
 
 
 def state_of(client: Any) -> ClientState:
     """The state of ``client`` in this process (made on first use, made again in a forked
     child). A client that cannot be weakly referenced gets a state of its own each time
     (nothing is remembered for it, and its commands pass no gate)."""
-    try:
-        st = _STATES.get(client)
-    except TypeError:  # not weak-referenceable
-        return ClientState(client, None, remember=False)
-    if st is not None and st.forks == _forks:
-        return st
-    with _STATES_LOCK:
-        found = _STATES.get(client)
-        if found is None or found.forks != _forks:
-            found = _STATES[client] = ClientState(client, found)
-        return found
+    return _STATES.of(client)

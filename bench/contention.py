@@ -260,15 +260,15 @@ def count_waits(client: CountingRedis) -> None:
         hub: Any = importlib.import_module("redislock.sync._hub")
     except ImportError:
         return
-    wait = hub.wait
+    wait = hub.Hub.wait
 
-    def counted(c: Any, op: Any, cursor: int) -> Any:
-        reply = wait(c, op, cursor)
-        if c is client:
+    def counted(self: Any, op: Any, cursor: int) -> Any:
+        reply = wait(self, op, cursor)
+        if self.client() is client:
             client.tally["wait: message" if reply is not None else "wait: none"] += 1
         return reply
 
-    hub.wait = counted
+    hub.Hub.wait = counted
 
 
 def make_lock(slug: str, client: redis.Redis) -> tuple[Acquire, Release]:

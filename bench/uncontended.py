@@ -412,11 +412,14 @@ def pkg_version(name: str) -> str:
 
 
 def parser_name(pool: object) -> str:
-    """Class name of the reply parser of an idle connection in ``pool`` (after the run)."""
-    idle = list(getattr(pool, "_available_connections", []))
-    if not idle:
-        return "unknown"
-    return type(getattr(idle[0], "_parser", None)).__name__
+    """The reply parser ``pool``'s connections use: the ``parser_class`` it was given, or
+    redis-py's default (hiredis when it is installed)."""
+    from redis.utils import HIREDIS_AVAILABLE
+
+    given = getattr(pool, "connection_kwargs", {}).get("parser_class")
+    if given is not None:
+        return str(given.__name__)
+    return "hiredis (default)" if HIREDIS_AVAILABLE else "pure Python (default)"
 
 
 def loadavg() -> str:

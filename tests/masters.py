@@ -8,6 +8,7 @@ per test), registered in ``conftest.py``."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,17 @@ N_MASTERS = 5
 LANE_SETTLE = 30.0
 """Seconds a test's end waits for its lanes: a command under redis-py's defaults ends
 within a few socket timeouts (5 s each) and retries."""
+
+
+def client_state(client: Any) -> Any:
+    """What redislock keeps about ``client`` in this process (its flavour's
+    ``ClientState``: a master's health and lane)."""
+    from redislock.aio import _state as aio_state
+    from redislock.sync import _state as sync_state
+
+    if inspect.iscoroutinefunction(client.execute_command):
+        return aio_state.state_of(client)
+    return sync_state.state_of(client)
 
 
 def master(server: RedisProcess, **kwargs: Any) -> redis.Redis:

@@ -48,10 +48,10 @@ from redislock import (
 )
 from redislock._core.keys import LockKeys
 from redislock._core.ops import Call, Eval
-from redislock._core.quorum import Packer, memory_of, wire
 from redislock._core.scripts import SCRIPTS
+from redislock._lanes import Packer, wire
 from redislock.server import RedisProcess
-from tests.masters import N_MASTERS, amaster, close_amasters, master
+from tests.masters import N_MASTERS, amaster, client_state, close_amasters, master
 from tests.proxy import DelayProxy
 from tests.support import Background, async_wait_for, wait_for
 
@@ -764,7 +764,7 @@ def kill_lock_connections(admins: Sequence[redis.Redis]) -> int:
 
 def on_the_fast_path(client: Any) -> bool:
     """The next round writes to this master on an idle connection (not through its lane)."""
-    memory = memory_of(client)
+    memory = client_state(client)
     return not memory.suspect and not memory.lane.running and bool(memory.lane.idle)
 
 

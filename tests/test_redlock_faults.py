@@ -31,10 +31,10 @@ import redis.asyncio
 
 from redislock import AsyncMultiRedlock, AsyncRedlock, MultiRedlock, Redlock
 from redislock._core.keys import LockKeys
-from redislock._core.quorum import CLEANUP_CAP, memory_of
+from redislock._lanes import CLEANUP_CAP
 from redislock.server import RedisProcess
 from redislock.testing import FaultProxy
-from tests.masters import N_MASTERS, close_amasters
+from tests.masters import N_MASTERS, client_state, close_amasters
 from tests.support import async_wait_for, wait_for
 
 NODE_TIMEOUT = 0.5
@@ -68,7 +68,7 @@ def held(admins: Sequence[redis.Redis], key: str, token: str | None) -> list[boo
 
 def lanes_idle(clients: Sequence[Any]) -> bool:
     """No master's lane is running a command (what a fault left behind has finished)."""
-    return not any(memory_of(c).lane.running for c in clients)
+    return not any(client_state(c).lane.running for c in clients)
 
 
 @pytest.fixture
@@ -231,7 +231,7 @@ def test_a_paused_master_holds_at_most_one_thread(
     lock.release()
     base = threading.active_count()
     peak = base
-    lane = memory_of(masters[0]).lane
+    lane = client_state(masters[0]).lane
     with paused(servers[0]):
         for _ in range(200):
             assert lock.acquire(blocking=False)
@@ -265,7 +265,7 @@ async def test_async_a_paused_master_holds_at_most_one_task(
     await lock.release()
     base = len(asyncio.all_tasks())
     peak, peak_paused = base, 0
-    lane = memory_of(amasters[0]).lane
+    lane = client_state(amasters[0]).lane
     with paused(servers[0]):
         for _ in range(200):
             assert await lock.acquire(blocking=False)

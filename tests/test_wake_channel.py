@@ -302,6 +302,49 @@ def test_a_wake_up_channel_killed_mid_wait_still_wakes_every_thread(
         client.close()
 
 
+def test_a_new_channel_is_subscribed_while_the_sync_reader_blocks_reading(
+    redis_server: RedisProcess, admin: redis.Redis
+) -> None:
+    """The sync reader waits in a read of its connection (no socket of its own to select
+    on): a waiter that needs another channel wakes it with a PING, so the SUBSCRIBE goes out
+    at once, not at the reader's next timed check (seconds later, the channels' linger)."""
+    client = redis.Redis(**redis_server.client_kwargs())
+    try:
+        first, second = redislock.Lock(client, "one", ttl=30), redislock.Lock(client, "two", ttl=30)
+        assert first.acquire()
+        assert second.acquire()
+        done: list[bool] = []
+
+        def waiter(name: str) -> None:
+            lock = redislock.Lock(client, name, ttl=10, recheck_interval=SLOW)
+            done.append(lock.acquire(timeout=60))
+            lock.release()
+
+        one = threading.Thread(target=waiter, args=("one",))
+        one.start()
+        wait_sync("the first channel is subscribed", lambda: subscribers(admin, grant("one")) == 1)
+        time.sleep(0.5)  # the reader is now blocked reading, with nothing to send
+        pings = int(admin.info("commandstats").get("cmdstat_ping", {}).get("calls", 0))
+        started = time.monotonic()
+        two = threading.Thread(target=waiter, args=("two",))
+        two.start()
+        wait_sync(
+            "the second channel is subscribed",
+            lambda: subscribers(admin, grant("two")) == 1,
+            limit=2,
+        )
+        assert time.monotonic() - started < 1.0
+        after = int(admin.info("commandstats").get("cmdstat_ping", {}).get("calls", 0))
+        assert after - pings >= 1  # the waiter's PING woke the reader
+        second.release()
+        two.join(10)
+        first.release()
+        one.join(10)
+        assert done == [True, True]
+    finally:
+        client.close()
+
+
 # ------------------------------------------------------------------ every kind that waits
 
 

@@ -26,6 +26,7 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import tokenize_rt  # type: ignore[import-untyped]
@@ -42,6 +43,7 @@ HAND_WRITTEN = frozenset(
         "_flavour.py",
         "_guard.py",
         "_hub.py",
+        "_state.py",
         "_steps.py",
         "renewer.py",
     }
@@ -151,10 +153,22 @@ def _is_docstring(tokens: list[tokenize_rt.Token], i: int) -> bool:
     return j < 0 or tokens[j].name in {"NEWLINE", "INDENT", "DEDENT"}
 
 
+def _unasync(source: str) -> str:
+    """unasync's conversion of one module's text, through its public API
+    (``unasync_files``, which reads and writes files: a copy under a temporary
+    ``.../aio/`` directory becomes ``.../sync/``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "aio" / "module.py"
+        src.parent.mkdir()
+        src.write_text(source, encoding="utf-8")
+        rule = unasync.Rule("/aio/", "/sync/", additional_replacements=NAMES)
+        unasync.unasync_files([str(src)], rules=[rule])
+        return (Path(tmp) / "sync" / "module.py").read_text(encoding="utf-8")
+
+
 def convert(source: str) -> str:
     """The sync module for the text of an asyncio module (not yet formatted)."""
-    rule = unasync.Rule("/aio/", "/sync/", additional_replacements=NAMES)
-    tokens = list(rule._unasync_tokens(tokenize_rt.src_to_tokens(source)))
+    tokens = tokenize_rt.src_to_tokens(_unasync(source))
     for i, token in enumerate(tokens):
         if token.name == "STRING":
             text = token.src

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""A critical section that stops in time: the I/O-free part of ``guard()``, ``check()`` and
-``lost_event``, for both flavours.
+"""A critical section that stops in time: the I/O-free part of ``guard()`` and ``check()``,
+for both flavours (how a guard is told of a loss: :mod:`redislock._watch`).
 
 A guard watches one hold (:class:`~redislock._core.lock.Holding`) for two things: the hold
 being marked lost (:meth:`LockCore.mark_lost` calls the hold's watchers and sets its
@@ -13,9 +13,7 @@ a token cancelled when the lock's handle is lost; here the estimate's end counts
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 
 from redislock._core import validate
 from redislock._core.lock import Holding, LockCore
@@ -27,18 +25,13 @@ __all__ = [
     "check",
     "deadline",
     "expired_reason",
-    "lost_event",
     "margin_of",
-    "unwatch",
-    "watch",
 ]
 
 MARGIN_FLOOR = 0.1
 """The default margin's floor, seconds (capped at half the lease)."""
 MARGIN_FRACTION = 0.1
 """The default margin as a fraction of the lease."""
-
-_EVENT_LOCK = threading.Lock()
 
 
 def margin_of(lease: float, margin: object) -> float:
@@ -80,33 +73,3 @@ def check(core: LockCore, h: Holding, margin: float) -> float:
     if left <= 0:
         raise LockLostError(core.name, expired_reason(margin))
     return left
-
-
-def lost_event(h: Holding) -> threading.Event:
-    """The ``threading.Event`` of ``h``, created on first use; set when ``h`` is (or was
-    already) marked lost."""
-    event: threading.Event | None = h.lost_event
-    if event is None:
-        with _EVENT_LOCK:  # two threads asking at once get the same event
-            event = h.lost_event
-            if event is None:
-                event = h.lost_event = threading.Event()
-    # mark_lost sets ``lost`` before it reads ``lost_event``; this reads them the other way
-    # round, so a loss racing the creation is seen by one of the two.
-    if h.lost:
-        event.set()
-    return event
-
-
-def watch(h: Holding, watcher: Callable[[Holding], object]) -> None:
-    """Have :meth:`LockCore.mark_lost` call ``watcher(h)`` when it marks ``h`` lost (in the
-    thread that marks it)."""
-    with _EVENT_LOCK:
-        h.watchers = [*(h.watchers or ()), watcher]
-
-
-def unwatch(h: Holding, watcher: Callable[[Holding], object]) -> None:
-    """Stop calling ``watcher`` (no error if it was not watching)."""
-    with _EVENT_LOCK:
-        left = [w for w in h.watchers or () if w != watcher]  # (bound methods: equal, not same)
-        h.watchers = left or None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -147,19 +146,6 @@ def no_ttl(key: str) -> UnexpectedReplyError:
     )
 
 
-_MARKING = threading.Lock()
-"""Held while :meth:`LockCore.mark_lost` tests and sets a hold's ``lost`` (the renewer's
-threads and the holder's own may find the same loss): a loss is told once."""
-
-
-def _marking_in_child() -> None:  # a fork while another thread held it: a fresh one
-    global _MARKING
-    _MARKING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_marking_in_child)
-
-
 @dataclass(slots=True, eq=False)
 class Holding:
     """Local state of one acquisition (identity matters: a new acquisition is a new object)."""
@@ -194,12 +180,14 @@ class Holding:
     renew_entry: str = field(default="", repr=False)
     """This hold's ``"<token> <ms>"`` pair in a ``lock_renew.lua`` call when its renewal TTL
     is the plain lease (no ``max_lease``): built once ("" until then)."""
+    lost_claims: list[object] = field(default_factory=list, repr=False)
+    """Who tried to mark this hold lost, first first (:meth:`LockCore.mark_lost`)."""
     lost_event: Any = field(default=None, repr=False)
     """The ``threading.Event`` of this hold's ``lost_event`` (None until asked for): set by
-    :meth:`LockCore.mark_lost` (:mod:`redislock._core.guard`)."""
+    :meth:`LockCore.mark_lost` (:mod:`redislock._watch`)."""
     watchers: list[Callable[[Holding], object]] | None = field(default=None, repr=False)
     """Called with this hold, in the thread that marks it lost, by :meth:`LockCore.mark_lost`
-    (the guards of :mod:`redislock._core.guard`); None when nobody watches."""
+    (the guards, :mod:`redislock._watch`); None when nobody watches."""
     teller: Callable[[LockCore, Holding], None] | None = field(default=None, repr=False)
     """How this hold's loss is told (one WARNING, then ``on_lost`` of the object in
     :attr:`renewer_ref`): set by the flavour's acquire step, called once by
@@ -392,11 +380,16 @@ class LockCore:
         changed it. A hold being released (``closing``) is not lost when a renewal finds
         its key gone (the release deleted it); ``releasing``: the release itself found the
         lease gone, which is a loss."""
-        with _MARKING:  # a renewal and the holder's own call may find it at once: one wins
-            if h.lost or (h.closing and not releasing):
-                return False
-            h.lost = True
-            h.lost_reason = reason
+        if h.lost or (h.closing and not releasing):
+            return False
+        # A renewal and the holder's own call may find the loss at once: the first to
+        # append its claim wins (list.append is atomic, with or without the GIL).
+        claim = object()
+        h.lost_claims.append(claim)
+        if h.lost_claims[0] is not claim:
+            return False
+        h.lost = True
+        h.lost_reason = reason
         if h is self.holding or releasing:
             self.last_lost = True
         if h.lost_event is not None or h.watchers:

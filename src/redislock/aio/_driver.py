@@ -5,7 +5,6 @@ driver its client is (:mod:`redislock.aio._fanout`)."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, TypeVar
 
 from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
@@ -28,14 +27,12 @@ from redislock._core.ops import (
     script_error,
 )
 from redislock._core.wake import ticket
-from redislock.aio import _flavour, _hub
+from redislock.aio import _flavour
+from redislock.aio._state import state_of
 
 __all__ = ["execute", "features", "run", "run_batch", "run_many"]
 
 T = TypeVar("T")
-
-_FEATURES: weakref.WeakKeyDictionary[Any, Features] = weakref.WeakKeyDictionary()
-"""Each client's :class:`Features`, found by its first :class:`Probe`."""
 
 
 async def features(client: Any) -> Features:
@@ -45,13 +42,14 @@ async def features(client: Any) -> Features:
     Raises:
         redis.exceptions.RedisError: the connection failed (nothing is cached then).
     """
-    feats = _FEATURES.get(client)
+    state = state_of(client)
+    feats = state.features
     if feats is None:
         try:
             info = await client.execute_command("INFO", "server")
         except RESPONSE_ERRORS:
             info = None
-        feats = _FEATURES.setdefault(client, parse_info(info))
+        feats = state.features = parse_info(info)
     return feats
 
 
@@ -59,16 +57,17 @@ async def execute(client: Any, op: Op) -> Any:
     """Perform one operation with ``client`` and return its reply (typed script errors are
     raised as :mod:`redislock.errors`; redis-py's own errors propagate).
 
-    Commands wait for the client's gate (:func:`redislock.aio._hub.gate`): redislock never
-    has more in flight than the client's pool can serve, so a burst of waiters cannot make
-    the pool refuse the holder's release."""
+    Commands wait for the client's gate (:meth:`redislock.aio._state.ClientState.gate`):
+    redislock never has more in flight than the client's pool can serve, so a burst of
+    waiters cannot make the pool refuse the holder's release."""
+    state = state_of(client)
     if isinstance(op, Probe):  # cached after the first; the first goes through the gate
-        feats = _FEATURES.get(client)
+        feats = state.features
         if feats is not None:
             return feats
     elif isinstance(op, Wait | Sleep | FanOut):  # no pooled connection
         return await _perform(client, op)
-    gate = _hub.gate(client)
+    gate = state.gate()
     try:
         if gate is None:
             return await _perform(client, op)
@@ -107,7 +106,7 @@ async def _perform(client: Any, op: Op) -> Any:
             pipe.execute_command(*args, **options)
         return await pipe.execute(raise_on_error=False)
     if isinstance(op, Wait):  # outside a flow: nothing was sent before it
-        return await _hub.wait(client, op, ticket())
+        return await state_of(client).hub(execute).wait(op, ticket())
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
         return await client.fan_out(op)
     if isinstance(op, Sleep):
@@ -155,7 +154,7 @@ async def run(client: Any, flow: Flow[T]) -> T:
         while True:
             try:
                 if isinstance(op, Wait):
-                    reply = await _hub.wait(client, op, cursor)
+                    reply = await state_of(client).hub(execute).wait(op, cursor)
                     if reply is not None and op.match is None:
                         claimed = op.channel
                 else:
@@ -164,7 +163,7 @@ async def run(client: Any, flow: Flow[T]) -> T:
                     claimed = None
             except Exception as exc:
                 if claimed is not None:  # the try after the wake-up failed
-                    _hub.pass_on(client, claimed)
+                    _pass_on(client, claimed)
                     claimed = None
                 op = flow.throw(exc)
             else:
@@ -176,7 +175,15 @@ async def run(client: Any, flow: Flow[T]) -> T:
         return result
     finally:
         if claimed is not None:
-            _hub.pass_on(client, claimed)
+            _pass_on(client, claimed)
+
+
+def _pass_on(client: Any, channel: str) -> None:
+    """A plain wake-up the flow took could not be used (the flow ended before it tried):
+    give it to the next waiter of the channel."""
+    hub = state_of(client).hub_if_any()
+    if hub is not None:
+        hub.pass_on(channel)
 
 
 async def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException | None]:
@@ -201,7 +208,7 @@ async def run_batch(client: Any, batch: Batch[Any]) -> None:
             continue
         pipe = client.pipeline(transaction=False)
         batch.queue(pipe)
-        gate = _hub.gate(client)
+        gate = state_of(client).gate()
         try:
             if gate is None:
                 replies = batch.split(await pipe.execute(raise_on_error=False))

@@ -14,16 +14,10 @@ from typing import Any
 
 from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import (
-    IDLE_CAP,
-    Lane,
-    MasterMemory,
-    Packer,
-    Queued,
-    memory_of,
-    round_decided,
-)
+from redislock._core.quorum import MasterMemory
+from redislock._lanes import IDLE_CAP, Lane, Packer, Queued, round_decided
 from redislock.aio._driver import execute
+from redislock.aio._state import ClientState, state_of
 
 __all__ = ["AsyncMasters"]
 
@@ -52,7 +46,7 @@ def _consume(job: asyncio.Future[Any]) -> None:
         job.exception()  # read, so an answer nobody waited for is not logged as lost
 
 
-def _lane(memory: MasterMemory, loop: asyncio.AbstractEventLoop) -> Lane:
+def _lane(memory: ClientState, loop: asyncio.AbstractEventLoop) -> Lane:
     """The master's lane on ``loop`` (a client used on a new event loop gets a new one)."""
     lane = memory.lane
     if lane.owner is not loop:
@@ -79,7 +73,7 @@ async def _readable(conn: Any) -> bool:
     return bool(await probe())
 
 
-async def _checkout(client: Any, memory: MasterMemory, lane: Lane) -> Any:
+async def _checkout(client: Any, memory: ClientState, lane: Lane) -> Any:
     """A connected connection for the fast path, or None: the master is suspect, its lane is
     busy (what it runs must not be overtaken), or it has no connection known to work. Never
     connects (connecting may take the whole connect timeout, and redis-py retries it with
@@ -122,7 +116,7 @@ def _late(item: Queued, why: str) -> None:
         item.job.set_exception(NodeLateError(why))
 
 
-async def _drain(client: Any, memory: MasterMemory, lane: Lane, item: Queued | None) -> None:
+async def _drain(client: Any, memory: ClientState, lane: Lane, item: Queued | None) -> None:
     """A lane's worker task: run ``item``, then the lane's queued commands, one at a time."""
     while item is not None:
         began = time.monotonic()
@@ -158,19 +152,6 @@ async def _drain(client: Any, memory: MasterMemory, lane: Lane, item: Queued | N
 def _loop_time(deadline: float) -> float:
     """``deadline`` (``time.monotonic()``) on the running loop's clock."""
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
-
-
-def _write(conn: Any, packed: Any) -> bool:
-    """Write a packed command straight onto the connection's transport (it sends at once,
-    and buffers what the socket does not take); False if that cannot be done here (then
-    ``send_packed_command`` does it). redis-py's ``send_packed_command`` runs the write
-    in a task of its own under ``asyncio.wait_for`` when the client has a socket timeout
-    (its default): a hop through the event loop for every master."""
-    writer = getattr(conn, "_writer", None)
-    if not isinstance(writer, asyncio.StreamWriter) or writer.transport.is_closing():
-        return False
-    writer.writelines(packed)
-    return True
 
 
 async def _read(client: Any, conn: Any, op: Eval | Call, command: str | int) -> tuple[object, bool]:
@@ -227,13 +208,14 @@ class AsyncMasters:
     out (closing the client closes them).
     """
 
-    __slots__ = ("clients", "labels", "memories")
+    __slots__ = ("clients", "labels", "masters")
 
     def __init__(self, clients: Sequence[Any], labels: tuple[str, ...]) -> None:
         self.clients = tuple(clients)
         self.labels = labels
         """One label per master (``host:port`` or socket path), in the order given."""
-        self.memories = tuple(memory_of(c) for c in self.clients)
+        self.masters: tuple[MasterMemory, ...] = tuple(state_of(c).master for c in self.clients)
+        """What the quorum core remembers of each master (its run_id)."""
 
     async def fan_out(self, op: FanOut) -> list[object]:
         """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
@@ -248,7 +230,8 @@ class AsyncMasters:
         task = asyncio.current_task()
         cancels = 0 if task is None else task.cancelling()
         replies: list[object] = [None] * len(op.ops)
-        lanes = [_lane(m, loop) for m in self.memories]
+        states = [state_of(c) for c in self.clients]
+        lanes = [_lane(st, loop) for st in states]
         fast: list[tuple[int, Any, Eval | Call]] = []
         slow: list[tuple[int, Eval | Call]] = []
         sent: list[tuple[int, Any, Eval | Call, str | int]] = []
@@ -258,7 +241,7 @@ class AsyncMasters:
             for i, sub in enumerate(op.ops):
                 if sub is None:
                     continue
-                conn = await _checkout(self.clients[i], self.memories[i], lanes[i])
+                conn = await _checkout(self.clients[i], states[i], lanes[i])
                 if conn is None:
                     slow.append((i, sub))
                 else:
@@ -268,18 +251,17 @@ class AsyncMasters:
                 packed, command = packer(conn, sub)
                 sent.append((i, conn, sub, command))  # from here on, a cancellation closes it
                 try:
-                    if not _write(conn, packed):
-                        await conn.send_packed_command(packed, check_health=False)
-                        _cancel_swallowed(task, cancels)
+                    await conn.send_packed_command(packed, check_health=False)
+                    _cancel_swallowed(task, cancels)
                 except Exception as exc:
                     sent.pop()
                     await _drop(self.clients[i], conn)
                     replies[i] = exc
-                    self.memories[i].suspect = True
+                    states[i].suspect = True
             if slow:
-                jobs = self._submit(slow, lanes, op, deadline, start, replies)
+                jobs = self._submit(slow, lanes, op, deadline, start, replies, states)
             if sent:
-                await self._receive(sent, lanes, deadline, replies)
+                await self._receive(sent, lanes, deadline, replies, states)
                 _cancel_swallowed(task, cancels)
         finally:
             for i, conn, _, _ in sent:  # cancelled or failed half-way: do not reuse them
@@ -287,7 +269,7 @@ class AsyncMasters:
             for i, conn, _ in fast:  # checked out, never sent (cancelled before)
                 await _give_back(self.clients[i], lanes[i], conn)
         if jobs:
-            await self._gather(jobs, op, deadline, replies)
+            await self._gather(jobs, op, deadline, replies, states)
         return replies
 
     async def _receive(
@@ -296,6 +278,7 @@ class AsyncMasters:
         lanes: list[Lane],
         deadline: float,
         replies: list[object],
+        states: list[ClientState],
     ) -> None:
         """Read the fast path's replies in turn, all under one timeout that ends at
         ``deadline`` (the others' replies arrive meanwhile and wait in their buffers); after
@@ -325,7 +308,7 @@ class AsyncMasters:
                     await _give_back(self.clients[i], lanes[i], conn)
                 else:
                     await _drop(self.clients[i], conn)
-                    self.memories[i].suspect = True
+                    states[i].suspect = True
 
     def _submit(
         self,
@@ -335,6 +318,7 @@ class AsyncMasters:
         deadline: float,
         now: float,
         replies: list[object],
+        states: list[ClientState],
     ) -> dict[asyncio.Future[Any], tuple[int, Queued]]:
         """Hand each of ``slow`` to its master's lane; a refused one is late at once."""
         jobs: dict[asyncio.Future[Any], tuple[int, Queued]] = {}
@@ -351,7 +335,7 @@ class AsyncMasters:
                 replies[i] = NodeLateError(_BUSY)
                 continue
             if verdict == "start":
-                worker = loop.create_task(_drain(self.clients[i], self.memories[i], lane, item))
+                worker = loop.create_task(_drain(self.clients[i], states[i], lane, item))
                 _workers.add(worker)
                 worker.add_done_callback(_workers.discard)
             jobs[job] = (i, item)
@@ -363,6 +347,7 @@ class AsyncMasters:
         op: FanOut,
         deadline: float,
         replies: list[object],
+        states: list[ClientState],
     ) -> None:
         """Wait for the lanes' answers until the deadline or until ``op.decided``."""
         waiting = set(jobs)
@@ -379,7 +364,7 @@ class AsyncMasters:
         for job in waiting:
             i, item = jobs[job]
             replies[i] = NodeLateError(_LATE)
-            if self.memories[i].lane.withdraw(item):
+            if states[i].lane.withdraw(item):
                 _late(item, _BUSY)
             elif over:
-                self.memories[i].suspect = True
+                states[i].suspect = True

@@ -21,6 +21,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from redislock import _watch
 from redislock._core import guard
 from redislock._core.lock import Holding, LockCore
 from redislock.errors import LockLostError, LockUsageError
@@ -135,7 +136,7 @@ class AsyncGuard:
         self._thread = threading.get_ident()
         self._cancelling = task.cancelling()
         self._state = _ACTIVE
-        guard.watch(h, self._on_lost)
+        _watch.watch(h, self._on_lost)
         self._arm()
         return self
 
@@ -166,7 +167,7 @@ class AsyncGuard:
             self._timer.cancel()
             self._timer = None
         if self._hold is not None:
-            guard.unwatch(self._hold, self._on_lost)
+            _watch.unwatch(self._hold, self._on_lost)
 
     def _arm(self) -> None:
         """Call :meth:`_due` at the deadline as it stands now."""

@@ -15,38 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from redislock._clients import ASYNC_CLUSTERS, RESPONSE_ERRORS, family_of
 from redislock._core.ops import Keep, Wait
-from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
+from redislock._core.wake import Board, Waiter, keep_op, refusal, text
 
-__all__ = ["gate", "pass_on", "wait"]
-
-_HUBS: weakref.WeakKeyDictionary[Any, dict[asyncio.AbstractEventLoop, _Hub]] = (
-    weakref.WeakKeyDictionary()
-)
-
-_Gates = dict[asyncio.AbstractEventLoop, asyncio.Semaphore | None]
-_GATES: weakref.WeakKeyDictionary[Any, _Gates] = weakref.WeakKeyDictionary()
+__all__ = ["Hub"]
 
 _BACKOFF = (0.02, 2.0)
+"""First and longest pause, in seconds, before the reader connects again after an error."""
 
 _READ = 60.0
 """Longest single read, in seconds (the reader re-checks its channels' linger after it)."""
-"""First and longest pause, in seconds, before the reader connects again after an error."""
 
 
-class _Hub:
-    """One client's wake-up channel in one event loop."""
+class Hub:
+    """One client's wake-up channel in one event loop (kept in the client's state,
+    :mod:`redislock.aio._state`); ``execute`` is the driver's, with which the keeper renews
+    the waiter leases."""
 
-    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, client: Any, loop: asyncio.AbstractEventLoop, execute: Callable[[Any, Any], Any]
+    ) -> None:
         self.client = weakref.ref(client)
         self.loop = loop
-        self.pid = os.getpid()
+        self.execute = execute
         self.board = Board()
         self.task: asyncio.Task[None] | None = None
         self.ps: Any = None
@@ -94,6 +91,11 @@ class _Hub:
             else:
                 fut.set_result(payload)
 
+    def pass_on(self, channel: str) -> None:
+        """A plain wake-up a flow took could not be used: give it to the channel's next
+        waiter."""
+        self._signal(self.board.pass_on(channel))
+
     def _signal(self, w: Waiter | None) -> None:
         if w is not None:
             self._set(w, w.payload)
@@ -133,8 +135,7 @@ class _Hub:
     async def _keep(self) -> None:
         """Renew the due waiter leases (one call per group, side by side), until none is
         left; then the task ends (the next keep starts another)."""
-        from redislock.aio._driver import execute  # (the driver imports this module)
-
+        execute = self.execute
         while True:
             client = self.client()
             if client is None:
@@ -262,53 +263,3 @@ def _slot(client: Any) -> Any:
     if isinstance(client, ASYNC_CLUSTERS):
         return client.keyslot
     return None
-
-
-def _hub(client: Any) -> _Hub:
-    loop = asyncio.get_running_loop()
-    hubs = _HUBS.get(client)
-    if hubs is None:
-        hubs = _HUBS[client] = {}
-    hub = hubs.get(loop)
-    if hub is None or hub.pid != os.getpid():
-        for old in [lp for lp in hubs if lp.is_closed()]:
-            del hubs[old]
-        hub = hubs[loop] = _Hub(client, loop)
-    return hub
-
-
-async def wait(client: Any, op: Wait, cursor: int) -> str | None:
-    """Perform ``op`` for a flow whose previous operation was sent after ticket ``cursor``
-    (see :mod:`redislock._core.wake`).
-
-    Raises:
-        asyncio.CancelledError: the calling task was cancelled (the hub stays consistent).
-    """
-    return await _hub(client).wait(op, cursor)
-
-
-def pass_on(client: Any, channel: str) -> None:
-    """A plain wake-up the flow took could not be used (the flow ended before it tried):
-    give it to the next waiter of the channel."""
-    hubs = _HUBS.get(client)
-    hub = None if hubs is None else hubs.get(asyncio.get_running_loop())
-    if hub is not None:
-        hub._signal(hub.board.pass_on(channel))
-
-
-def gate(client: Any) -> asyncio.Semaphore | None:
-    """The semaphore redislock's commands on ``client`` pass (per event loop), or None
-    (see :func:`redislock._core.wake.gate_size`)."""
-    try:
-        gates = _GATES[client]
-    except KeyError:
-        gates = _GATES[client] = {}
-    except TypeError:  # not weak-referenceable: no gate
-        return None
-    loop = asyncio.get_running_loop()
-    try:
-        return gates[loop]
-    except KeyError:
-        size = gate_size(client)
-        found = gates[loop] = None if size is None else asyncio.Semaphore(size)
-        return found

@@ -9,6 +9,7 @@ import threading
 from types import TracebackType
 from typing import ClassVar
 
+from redislock import _watch
 from redislock._core import guard, validate
 from redislock._handle import Holder
 from redislock.aio import _steps
@@ -131,7 +132,7 @@ class AsyncLease(Holder):
         Raises:
             NotOwnedError: nothing is held (never acquired, or released).
         """
-        return guard.lost_event(self._mine().require_holding(allow_lost=True))
+        return _watch.lost_event(self._mine().require_holding(allow_lost=True))
 
     def check(self, margin: float | None = None) -> float:
         """Raise if a critical section should stop now; else the seconds left before the

@@ -7,7 +7,6 @@ driver its client is (:mod:`redislock.sync._fanout`)."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, TypeVar
 
 from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
@@ -30,14 +29,12 @@ from redislock._core.ops import (
     script_error,
 )
 from redislock._core.wake import ticket
-from redislock.sync import _flavour, _hub
+from redislock.sync import _flavour
+from redislock.sync._state import state_of
 
 __all__ = ["execute", "features", "run", "run_batch", "run_many"]
 
 T = TypeVar("T")
-
-_FEATURES: weakref.WeakKeyDictionary[Any, Features] = weakref.WeakKeyDictionary()
-"""Each client's :class:`Features`, found by its first :class:`Probe`."""
 
 
 def features(client: Any) -> Features:
@@ -47,13 +44,14 @@ def features(client: Any) -> Features:
     Raises:
         redis.exceptions.RedisError: the connection failed (nothing is cached then).
     """
-    feats = _FEATURES.get(client)
+    state = state_of(client)
+    feats = state.features
     if feats is None:
         try:
             info = client.execute_command("INFO", "server")
         except RESPONSE_ERRORS:
             info = None
-        feats = _FEATURES.setdefault(client, parse_info(info))
+        feats = state.features = parse_info(info)
     return feats
 
 
@@ -61,16 +59,17 @@ def execute(client: Any, op: Op) -> Any:
     """Perform one operation with ``client`` and return its reply (typed script errors are
     raised as :mod:`redislock.errors`; redis-py's own errors propagate).
 
-    Commands wait for the client's gate (:func:`redislock.sync._hub.gate`): redislock never
-    has more in flight than the client's pool can serve, so a burst of waiters cannot make
-    the pool refuse the holder's release."""
+    Commands wait for the client's gate (:meth:`redislock.sync._state.ClientState.gate`):
+    redislock never has more in flight than the client's pool can serve, so a burst of
+    waiters cannot make the pool refuse the holder's release."""
+    state = state_of(client)
     if isinstance(op, Probe):  # cached after the first; the first goes through the gate
-        feats = _FEATURES.get(client)
+        feats = state.features
         if feats is not None:
             return feats
     elif isinstance(op, Wait | Sleep | FanOut):  # no pooled connection
         return _perform(client, op)
-    gate = _hub.gate(client)
+    gate = state.gate()
     try:
         if gate is None:
             return _perform(client, op)
@@ -109,7 +108,7 @@ def _perform(client: Any, op: Op) -> Any:
             pipe.execute_command(*args, **options)
         return pipe.execute(raise_on_error=False)
     if isinstance(op, Wait):  # outside a flow: nothing was sent before it
-        return _hub.wait(client, op, ticket())
+        return state_of(client).hub(execute).wait(op, ticket())
     if isinstance(op, FanOut):  # a Redlock's masters: the client fans the operations out
         return client.fan_out(op)
     if isinstance(op, Sleep):
@@ -149,7 +148,7 @@ def run(client: Any, flow: Flow[T]) -> T:
         while True:
             try:
                 if isinstance(op, Wait):
-                    reply = _hub.wait(client, op, cursor)
+                    reply = state_of(client).hub(execute).wait(op, cursor)
                     if reply is not None and op.match is None:
                         claimed = op.channel
                 else:
@@ -158,7 +157,7 @@ def run(client: Any, flow: Flow[T]) -> T:
                     claimed = None
             except Exception as exc:
                 if claimed is not None:  # the try after the wake-up failed
-                    _hub.pass_on(client, claimed)
+                    _pass_on(client, claimed)
                     claimed = None
                 op = flow.throw(exc)
             else:
@@ -170,7 +169,15 @@ def run(client: Any, flow: Flow[T]) -> T:
         return result
     finally:
         if claimed is not None:
-            _hub.pass_on(client, claimed)
+            _pass_on(client, claimed)
+
+
+def _pass_on(client: Any, channel: str) -> None:
+    """A plain wake-up the flow took could not be used (the flow ended before it tried):
+    give it to the next waiter of the channel."""
+    hub = state_of(client).hub_if_any()
+    if hub is not None:
+        hub.pass_on(channel)
 
 
 def run_many(client: Any, flows: list[Flow[T]]) -> list[T | BaseException | None]:
@@ -195,7 +202,7 @@ def run_batch(client: Any, batch: Batch[Any]) -> None:
             continue
         pipe = client.pipeline(transaction=False)
         batch.queue(pipe)
-        gate = _hub.gate(client)
+        gate = state_of(client).gate()
         try:
             if gate is None:
                 replies = batch.split(pipe.execute(raise_on_error=False))

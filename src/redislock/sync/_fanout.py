@@ -8,26 +8,17 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
-import select
-import socket
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import hiredis
-
-from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS, family_of
+from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
-from redislock._core.quorum import (
-    IDLE_CAP,
-    MasterMemory,
-    Packer,
-    Queued,
-    memory_of,
-    round_decided,
-)
+from redislock._core.quorum import MasterMemory
+from redislock._lanes import IDLE_CAP, Packer, Queued, round_decided
 from redislock.sync._driver import execute
+from redislock.sync._state import ClientState, state_of
 from redislock.sync.renewer import Workers
 
 __all__ = ["Masters"]
@@ -57,24 +48,21 @@ def _forget_in_child() -> None:
 
 os.register_at_fork(after_in_child=_forget_in_child)
 
-_READ_SIZE = 65536
-
 _BUSY = "not sent: the master is still busy with an earlier command"
 _LATE = "no answer in time"
 
 
-def _connection_error(conn: Any, text: str) -> Exception:
-    """The ``ConnectionError`` of the library of ``conn`` (redis-py's or valkey-py's), as
-    its own code would raise it."""
-    error: Exception = family_of(conn).errors.ConnectionError(text)
-    return error
-
-
-def _connected(conn: Any) -> bool:
-    found = getattr(conn, "is_connected", None)
-    if isinstance(found, bool):
-        return found
-    return getattr(conn, "_sock", None) is not None
+def _usable(conn: Any) -> bool:
+    """Whether an idle connection of the fast path may carry the next command: connected
+    (redis-py's ``is_connected``; valkey-py's sync connections lack it, and a closed one
+    is found by the check that follows, which then connects it) and with nothing to read
+    (data or EOF waiting on an idle connection: closed by the server, or stray data)."""
+    if getattr(conn, "is_connected", True) is False:
+        return False
+    try:
+        return not conn.can_read(timeout=0)
+    except Exception:
+        return False
 
 
 def _drop(client: Any, conn: Any) -> None:
@@ -88,58 +76,6 @@ def _drop(client: Any, conn: Any) -> None:
             client.connection_pool.release(conn)
 
 
-def _fileno(conn: Any) -> int:
-    """The socket's file descriptor of a connected connection, or -1."""
-    if not _connected(conn):
-        return -1
-    try:
-        return int(conn._sock.fileno())
-    except Exception:
-        return -1
-
-
-def _send(conn: Any, packed: Any) -> None:
-    """Write a packed command. On a plain socket one ``os.write`` (a socket with a timeout
-    - redis-py's default - polls before each ``sendall``, one more system call); the rest,
-    if any, and TLS go through ``send_packed_command``."""
-    sock = conn._sock
-    if type(sock) is socket.socket:
-        data = packed[0] if len(packed) == 1 else b"".join(packed)
-        try:
-            done = os.write(sock.fileno(), data)
-        except BlockingIOError:
-            done = 0
-        except OSError as exc:
-            conn.disconnect()
-            raise _connection_error(conn, f"Error while writing to socket: {exc}") from exc
-        if done == len(data):
-            return
-        packed = [memoryview(data)[done:]]
-    conn.send_packed_command(packed, check_health=False)
-
-
-def _pull(conn: Any) -> None:
-    """Move what a readable connection's socket holds into its hiredis reader with one
-    ``os.read``, so redis-py parses the reply without reading the socket again (a socket
-    with a timeout polls before each ``recv``). Does nothing where that cannot be done
-    (TLS, the pure-Python parser): redis-py then reads the socket itself."""
-    sock = conn._sock
-    reader = getattr(getattr(conn, "_parser", None), "_reader", None)
-    if type(sock) is not socket.socket or not isinstance(reader, hiredis.Reader):
-        return
-    try:
-        data = os.read(sock.fileno(), _READ_SIZE)
-    except BlockingIOError:
-        return
-    except OSError as exc:
-        conn.disconnect()
-        raise _connection_error(conn, f"Error while reading from socket: {exc}") from exc
-    if not data:
-        conn.disconnect()
-        raise _connection_error(conn, "Connection closed by server.")
-    reader.feed(data)
-
-
 def _read(
     client: Any, conn: Any, op: Eval | Call, command: str | int, deadline: float
 ) -> tuple[object, bool]:
@@ -147,7 +83,6 @@ def _read(
     reused."""
     try:
         try:
-            _pull(conn)
             return client.parse_response(conn, command), True
         except NO_SCRIPT_ERRORS:
             # After SCRIPT FLUSH or a restart: EVAL sends the body (this master only).
@@ -165,7 +100,7 @@ def _read(
         return exc, False
 
 
-def _give_back(client: Any, memory: MasterMemory, conn: Any) -> None:
+def _give_back(client: Any, memory: ClientState, conn: Any) -> None:
     """Keep a connection that answered for the next round's fast path."""
     lane = memory.lane
     with lane.guard:
@@ -175,7 +110,7 @@ def _give_back(client: Any, memory: MasterMemory, conn: Any) -> None:
     client.connection_pool.release(conn)
 
 
-def _warm(client: Any, memory: MasterMemory) -> None:
+def _warm(client: Any, memory: ClientState) -> None:
     """After the lane got an answer: check a connection out of the client's pool for the
     fast path, if the lane has none (a pooled one is connected already: no I/O then)."""
     lane = memory.lane
@@ -193,7 +128,7 @@ def _late(item: Queued, why: str) -> None:
     item.job.set_exception(NodeLateError(why))
 
 
-def _drain(client: Any, memory: MasterMemory, item: Queued | None) -> None:
+def _drain(client: Any, memory: ClientState, item: Queued | None) -> None:
     """A lane's worker: run ``item``, then the lane's queued commands, one at a time."""
     lane = memory.lane
     while item is not None:
@@ -224,29 +159,32 @@ def _drain(client: Any, memory: MasterMemory, item: Queued | None) -> None:
 class Masters:
     """The masters of one Redlock, contacted all at once.
 
-    Fast path: a master that answered in time, whose lane is idle and which has a connection
-    known to be connected gets the command written on it in the calling thread; the replies
-    of all such masters are read as they come, up to a shared deadline (no thread
-    involved). Every other master - new, failed, late, or with no connected connection -
-    goes through its :class:`~redislock._core.quorum.Lane`: a worker of a long-lived,
-    process-wide pool of daemon threads runs the command with the master's own client
-    (connecting, reconnecting and redis-py's retries with their back-off happen there),
-    one command at a time per master, so a stalled master holds at most one thread. A
-    round waits for the lanes until the deadline, or until ``op.decided`` says the outcome
-    is known; a lane's late command finishes in the background (a release queued behind it
-    runs after it). Health, run_id and lane are remembered per client (:func:`memory_of`),
-    across lock objects. The fast path keeps up to
-    :data:`~redislock._core.quorum.IDLE_CAP` connections of each client's pool checked
-    out (closing the client closes them).
+    Fast path: a master that answered in time, whose lane is idle and which has an idle
+    connection that is still connected gets the command written on it in the calling
+    thread (``send_packed_command``); then the replies are read in turn, each within what
+    is left of the round's shared deadline (no thread involved: the masters work on their
+    commands at the same time, so the round takes about as long as its slowest master).
+    Every other master - new, failed, late, or with no usable connection - goes through
+    its :class:`~redislock._lanes.Lane`: a worker of a long-lived, process-wide pool of
+    daemon threads runs the command with the master's own client (connecting,
+    reconnecting and redis-py's retries with their back-off happen there), one command at
+    a time per master, so a stalled master holds at most one thread. A round waits for the
+    lanes until the deadline, or until ``op.decided`` says the outcome is known; a lane's
+    late command finishes in the background (a release queued behind it runs after it).
+    Health, run_id and lane are remembered per client (its
+    :class:`~redislock.sync._state.ClientState`), across lock objects. The fast path keeps
+    up to :data:`~redislock._lanes.IDLE_CAP` connections of each client's pool checked out
+    (closing the client closes them).
     """
 
-    __slots__ = ("clients", "labels", "memories")
+    __slots__ = ("clients", "labels", "masters")
 
     def __init__(self, clients: Sequence[Any], labels: tuple[str, ...]) -> None:
         self.clients = tuple(clients)
         self.labels = labels
         """One label per master (``host:port`` or socket path), in the order given."""
-        self.memories = tuple(memory_of(c) for c in self.clients)
+        self.masters: tuple[MasterMemory, ...] = tuple(state_of(c).master for c in self.clients)
+        """What the quorum core remembers of each master (its run_id)."""
 
     def fan_out(self, op: FanOut) -> list[object]:
         """Send ``op.ops[i]`` to master ``i``, all at once; wait at most ``op.timeout``
@@ -257,113 +195,95 @@ class Masters:
         start = time.monotonic()
         deadline = start + op.timeout
         replies: list[object] = [None] * len(op.ops)
-        poller = select.poll()
-        fast, slow = self._checkout(op.ops, poller)
-        sent: dict[int, tuple[int, Any, Eval | Call, str | int]] = {}
+        states = [state_of(c) for c in self.clients]
+        fast, slow = self._checkout(op.ops, states)
+        sent: list[tuple[int, Any, Eval | Call, str | int]] = []
         jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
         try:
             packer = Packer()
             while fast:
-                fd, i, conn, sub = fast.pop()
+                i, conn, sub = fast.pop()
                 try:
                     packed, command = packer(conn, sub)
-                    _send(conn, packed)
+                    conn.send_packed_command(packed, check_health=False)
                 except Exception as exc:
-                    poller.unregister(fd)
                     _drop(self.clients[i], conn)
                     replies[i] = exc
-                    self.memories[i].suspect = True
+                    states[i].suspect = True
                     continue
-                sent[fd] = (i, conn, sub, command)
+                sent.append((i, conn, sub, command))
             if slow:
-                jobs = self._submit(slow, op, deadline, start, replies)
+                jobs = self._submit(slow, op, deadline, start, replies, states)
             if sent:
-                self._receive(poller, sent, deadline, replies)
+                self._receive(sent, deadline, replies, states)
         finally:
             # Only after an unexpected error: do not reuse what was sent, give back the rest.
-            for i, conn, _, _ in sent.values():
+            for i, conn, _, _ in sent:
                 _drop(self.clients[i], conn)
-            for _, i, conn, _ in fast:
-                _give_back(self.clients[i], self.memories[i], conn)
+            for i, conn, _ in fast:
+                _give_back(self.clients[i], states[i], conn)
         if jobs:
-            self._gather(jobs, op, deadline, replies)
+            self._gather(jobs, op, deadline, replies, states)
         return replies
 
     def _checkout(
-        self, ops: Sequence[Eval | Call | None], poller: Any
-    ) -> tuple[list[tuple[int, int, Any, Eval | Call]], list[tuple[int, Eval | Call]]]:
+        self, ops: Sequence[Eval | Call | None], states: list[ClientState]
+    ) -> tuple[list[tuple[int, Any, Eval | Call]], list[tuple[int, Eval | Call]]]:
         """Split a round: the masters that get their command on a connection of the fast
-        path (registered with ``poller``), and the others (their lanes). A master goes the
-        fast path if it is not suspect, its lane is idle (what it runs must not be
-        overtaken) and it has a connection known to be connected; one ``poll`` for all of
-        them checks that none of those connections was closed by its server (or has stray
-        data). Never connects (connecting may block for the whole connect timeout, and
-        redis-py retries it with back-off): the lane does that."""
-        fast: list[tuple[int, int, Any, Eval | Call]] = []
+        path, and the others (their lanes). A master goes the fast path if it is not
+        suspect, its lane is idle (what it runs must not be overtaken) and it has an idle
+        connection that is usable (:func:`_usable`). Never connects (connecting may block
+        for the whole connect timeout, and redis-py retries it with back-off): the lane
+        does that."""
+        fast: list[tuple[int, Any, Eval | Call]] = []
         slow: list[tuple[int, Eval | Call]] = []
         for i, sub in enumerate(ops):
             if sub is None:
                 continue
-            memory = self.memories[i]
-            lane = memory.lane
+            state = states[i]
+            lane = state.lane
             conn = None
             with lane.guard:
-                if not memory.suspect and not lane.running and lane.idle:
+                if not state.suspect and not lane.running and lane.idle:
                     conn = lane.idle.pop()
-            fd = -1 if conn is None else _fileno(conn)
-            if fd < 0:
-                if conn is not None:
-                    _drop(self.clients[i], conn)
+            if conn is None:
                 slow.append((i, sub))
-                continue
-            poller.register(fd, select.POLLIN)
-            fast.append((fd, i, conn, sub))
-        if fast:
-            # Readable while idle: closed by the server (or stray data). Not usable as it is.
-            stale = {fd for fd, _ in poller.poll(0)}
-            if stale:
-                keep = []
-                for entry in fast:
-                    fd, i, conn, sub = entry
-                    if fd in stale:
-                        poller.unregister(fd)
-                        _drop(self.clients[i], conn)
-                        slow.append((i, sub))
-                    else:
-                        keep.append(entry)
-                fast = keep
+            elif _usable(conn):
+                fast.append((i, conn, sub))
+            else:
+                _drop(self.clients[i], conn)
+                slow.append((i, sub))
         return fast, slow
 
     def _receive(
         self,
-        poller: Any,
-        sent: dict[int, tuple[int, Any, Eval | Call, str | int]],
+        sent: list[tuple[int, Any, Eval | Call, str | int]],
         deadline: float,
         replies: list[object],
+        states: list[ClientState],
     ) -> None:
-        """Read the fast path's replies as they come (one ``poll`` for all the masters that
-        have not answered yet), up to ``deadline``; a master with no answer by then is late
-        (its connection is closed)."""
+        """Read the fast path's replies in turn, each within what is left until
+        ``deadline``; a master with no answer by then is late (its connection is
+        closed). Empties ``sent``."""
         while sent:
+            i, conn, sub, command = sent.pop(0)
             left = deadline - time.monotonic()
-            ready = poller.poll(left * 1000.0 if left > 0 else 0)
-            for fd, _ in ready:
-                poller.unregister(fd)
-                i, conn, sub, command = sent.pop(fd)
+            try:
+                ready = left > 0 and bool(conn.can_read(timeout=left))
+            except Exception as exc:  # closed or broken: the connection error is the reply
+                replies[i] = exc
+                ready = False
+            else:
+                if not ready:
+                    replies[i] = NodeLateError(_LATE)
+            if ready:
                 reply, keep = _read(self.clients[i], conn, sub, command, deadline)
                 replies[i] = reply
                 if keep:
-                    _give_back(self.clients[i], self.memories[i], conn)
-                else:
-                    _drop(self.clients[i], conn)
-                    self.memories[i].suspect = True
-            if not ready or left <= 0:
-                break
-        while sent:
-            _, (i, conn, _, _) = sent.popitem()
-            replies[i] = NodeLateError(_LATE)
+                    _give_back(self.clients[i], states[i], conn)
+                    continue
             _drop(self.clients[i], conn)
-            self.memories[i].suspect = True
+            states[i].suspect = True
 
     def _submit(
         self,
@@ -372,11 +292,12 @@ class Masters:
         deadline: float,
         now: float,
         replies: list[object],
+        states: list[ClientState],
     ) -> dict[concurrent.futures.Future[Any], tuple[int, Queued]]:
         """Hand each of ``slow`` to its master's lane; a refused one is late at once."""
         jobs: dict[concurrent.futures.Future[Any], tuple[int, Queued]] = {}
         for i, sub in slow:
-            memory = self.memories[i]
+            memory = states[i]
             job: concurrent.futures.Future[Any] = concurrent.futures.Future()
             item = Queued(sub, job, deadline, op.timeout, op.cleanup)
             with memory.lane.guard:
@@ -397,6 +318,7 @@ class Masters:
         op: FanOut,
         deadline: float,
         replies: list[object],
+        states: list[ClientState],
     ) -> None:
         """Wait for the lanes' answers until the deadline or until ``op.decided``."""
         waiting = set(jobs)
@@ -415,10 +337,10 @@ class Masters:
         for job in waiting:
             i, item = jobs[job]
             replies[i] = NodeLateError(_LATE)
-            lane = self.memories[i].lane
+            lane = states[i].lane
             with lane.guard:
                 withdrawn = lane.withdraw(item)
             if withdrawn:
                 _late(item, _BUSY)
             elif over:
-                self.memories[i].suspect = True
+                states[i].suspect = True

@@ -15,6 +15,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from redislock import _watch
 from redislock._core import guard
 from redislock._core.lock import Holding, LockCore
 from redislock.errors import LockLostError, LockUsageError
@@ -66,7 +67,7 @@ class Guard:
         """
         if self._hold is None:
             raise LockUsageError("lost_event needs an entered guard")
-        return guard.lost_event(self._hold)
+        return _watch.lost_event(self._hold)
 
     def remaining(self) -> float | None:
         """Seconds until the deadline as things stand (the local lease estimate minus the

@@ -5,8 +5,8 @@ read by one daemon thread, for every waiter of every lock of that client (see
 
 The reader thread alone uses the :class:`redis.client.PubSub` (redis-py's PubSub sends under
 a lock but reads without one, and reconnects inside whichever call failed: two threads on
-one would race). A waiter that needs a new channel kicks the reader through a socket pair
-the reader selects on beside the pub/sub socket, so SUBSCRIBE goes out at once. On a
+one would race). A waiter that needs a new channel wakes the reader with a PING on the
+reader's connection (the reader is blocked reading it), so SUBSCRIBE goes out at once. On a
 connection error every waiter re-checks at once and the reader connects again with
 back-off; it stops, and closes its connection, when no channel was wanted for
 :data:`redislock._core.wake.LINGER` seconds.
@@ -15,62 +15,42 @@ back-off; it stops, and closes its connection, when no channel was wanted for
 from __future__ import annotations
 
 import contextlib
-import os
-import queue
-import select
-import socket
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from redislock._clients import RESPONSE_ERRORS, SYNC_CLUSTERS
 from redislock._core.ops import Keep, Wait
-from redislock._core.wake import Board, Waiter, gate_size, keep_op, refusal, text
+from redislock._core.wake import Board, Waiter, keep_op, refusal, text
 
-__all__ = ["gate", "pass_on", "wait"]
-
-_HUBS: weakref.WeakKeyDictionary[Any, _Hub] = weakref.WeakKeyDictionary()
-_HUBS_LOCK = threading.Lock()
-
-
-class Gate:
-    """A counting semaphore for the driver's ``with gate:``, on :class:`queue.SimpleQueue`
-    (C code): taking and returning a slot is one call each, where
-    :class:`threading.BoundedSemaphore` runs a Condition in Python (about 4 µs per command,
-    on every acquire and release). Waiting for a slot blocks in C and can be interrupted."""
-
-    __slots__ = ("_free",)
-
-    def __init__(self, size: int) -> None:
-        self._free: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(size):
-            self._free.put(None)
-
-    def __enter__(self) -> None:
-        self._free.get()
-
-    def __exit__(self, *exc: object) -> None:
-        self._free.put(None)
-
-
-_GATES: weakref.WeakKeyDictionary[Any, Gate | None] = weakref.WeakKeyDictionary()
+__all__ = ["Hub"]
 
 _BACKOFF = (0.02, 2.0)
 """First and longest pause, in seconds, before the reader connects again after an error."""
 
 
-class _Hub:
-    """One client's wake-up channel in this process."""
+class Hub:
+    """One client's wake-up channel in this process (kept in the client's state,
+    :mod:`redislock.sync._state`); ``execute`` is the driver's, with which the keeper renews
+    the waiter leases."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, execute: Callable[[Any, Any], Any]) -> None:
         self.client = weakref.ref(client)
-        self.pid = os.getpid()
+        self.execute = execute
         self.board = Board()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
-        self.kick_w: socket.socket | None = None
-        """The running reader's kick socket (its pair's other end is the reader's)."""
+        self.ps: Any = None
+        """The reader's PubSub once it has a connection (a waiter may ping it then)."""
+        self.sending = threading.Lock()
+        """Held while a command is written on the reader's connection (by the reader, or a
+        waiter's PING), so two threads' bytes never interleave."""
+        self.pinged = False
+        """A PING is on its way to wake the reader (one at a time is enough)."""
+        self.kick = threading.Event()
+        """Wakes a reader that has no connection yet (nothing to read from)."""
         self.keeper: threading.Thread | None = None
         """The thread renewing the waiter leases of the waiters (:class:`Keep`)."""
         self.keeper_wake = threading.Event()
@@ -89,10 +69,14 @@ class _Hub:
             self._start()
             if op.keep is not None:
                 self._keeping(op.keep)
-            kick = self.kick_w if self.board.requests else None
-        if kick is not None:
-            with contextlib.suppress(OSError):  # full or closed: the reader has work anyway
-                kick.send(b"k")
+            ps = None
+            if self.board.requests:
+                if self.ps is None:
+                    self.kick.set()
+                elif not self.pinged:
+                    ps, self.pinged = self.ps, True
+        if ps is not None:
+            self._ping(ps)
         try:
             event.wait(op.timeout)
         except BaseException:  # interrupted: a plain wake-up it took goes to the next
@@ -137,8 +121,7 @@ class _Hub:
     def _keep(self) -> None:
         """Renew the due waiter leases (one call per group, one after the other), until
         none is left; then the thread ends (the next keep starts another)."""
-        from redislock.sync._driver import execute  # (the driver imports this module)
-
+        execute = self.execute
         while True:
             client = self.client()
             with self.lock:
@@ -168,73 +151,92 @@ class _Hub:
 
     # ------------------------------------------------------------------ the reader
 
+    def _ping(self, ps: Any) -> None:
+        """Wake the reader, blocked reading ``ps``, so it sends the SUBSCRIBE a new waiter
+        needs: a PING on its connection, whose reply it reads (and ignores). The reader
+        alone sends what changes the subscription, and alone reads: redis-py's PubSub
+        reconnects inside whichever call failed, and its public API cannot wait on a
+        socket and a local event at once. A PING that fails leaves the connection to the
+        reader, which finds it broken (every waiter then re-checks)."""
+        with self.sending:
+            conn = ps.connection
+            if ps is not self.ps or conn is None or getattr(conn, "is_connected", True) is False:
+                return  # the reader has moved on: it sends what is wanted itself
+            with contextlib.suppress(Exception):
+                conn.send_command("PING", check_health=False)
+
     def _start(self) -> None:
         """Start the reader if it is not running (called under the lock)."""
         if self.thread is None:
-            kick_r, self.kick_w = socket.socketpair()
-            for s in (kick_r, self.kick_w):
-                s.setblocking(False)
             self.thread = threading.Thread(
-                target=self._read,
-                args=(kick_r, self.kick_w),
-                name="redislock-wake-reader",
-                daemon=True,
+                target=self._loop, name="redislock-wake-reader", daemon=True
             )
             self.thread.start()
 
-    def _read(self, kick_r: socket.socket, kick_w: socket.socket) -> None:
-        try:
-            self._loop(kick_r)
-        finally:
-            kick_r.close()
-            kick_w.close()
+    def _stop(self) -> None:
+        """The reader ends (called under the lock)."""
+        self.thread = None
+        self.ps = None
+        self.pinged = False
 
-    def _loop(self, kick_r: socket.socket) -> None:
+    def _loop(self) -> None:
         pause = _BACKOFF[0]
         while True:
             client = self.client()
             if client is None:
                 with self.lock:
-                    self.thread = None
-                    self.kick_w = None
+                    self._stop()
                 return
             ps = _pubsub(client)
             del client
             try:
-                if self._serve(ps, kick_r):
+                if self._serve(ps):
                     return
             except Exception:
                 with self.lock:
+                    self.ps = None
+                    self.pinged = False
                     woken = self.board.broken()  # every waiter re-checks now
                     if not self.board.channels:
-                        self.thread = None
-                        self.kick_w = None
+                        self._stop()
                         return
                 self._wake(woken)
             finally:
-                with contextlib.suppress(Exception):
+                with self.sending, contextlib.suppress(Exception):
                     ps.close()
             time.sleep(pause)
             pause = min(pause * 2, _BACKOFF[1])
 
-    def _serve(self, ps: Any, kick_r: socket.socket) -> bool:
+    def _serve(self, ps: Any) -> bool:
         """Read ``ps`` and send what the board asks for; True when the hub went idle (the
         thread is then no longer the hub's)."""
         while True:
             with self.lock:
                 now = time.monotonic()
+                self.pinged = False
                 subs, unsubs = self.board.take(now)
                 if not subs and not unsubs and self.board.idle(now):
-                    self.thread = None
-                    self.kick_w = None
+                    self._stop()
                     return True
                 timeout = self.board.next_check(now)
-            if subs:
-                ps.subscribe(*subs)
-            if unsubs:
-                ps.unsubscribe(*unsubs)
+            if subs or unsubs:
+                with self.sending:
+                    if subs:
+                        ps.subscribe(*subs)
+                    if unsubs:
+                        ps.unsubscribe(*unsubs)
             conn = ps.connection
-            while conn is not None and conn.can_read(timeout=0):
+            if conn is None:  # nothing subscribed yet: wait for a waiter's kick
+                self.kick.wait(timeout)
+                self.kick.clear()
+                continue
+            if self.ps is not ps:
+                with self.lock:
+                    self.ps = ps
+                    requested = self.board.requests
+                if requested:
+                    continue  # asked for while the reader had no connection
+            while conn.can_read(timeout=0):
                 # a whole reply is on its way: read it without a timeout
                 try:
                     self._handle(ps.handle_message(ps.parse_response(block=True)))
@@ -242,13 +244,10 @@ class _Hub:
                     with self.lock:
                         woken = self.board.refused(*refusal(exc))
                     self._wake(woken)
-            sock = None if conn is None else getattr(conn, "_sock", None)
-            ready, _, _ = select.select(
-                [kick_r] if sock is None else [kick_r, sock], [], [], timeout
-            )
-            if kick_r in ready:
-                with contextlib.suppress(OSError):
-                    kick_r.recv(4096)
+            with self.lock:
+                if self.board.requests:  # asked for while it read (their PING was read too)
+                    continue
+            conn.can_read(timeout=timeout)  # a message, a reply, a waiter's PING, or time
 
     def _handle(self, msg: Any) -> None:
         if not msg:
@@ -279,43 +278,3 @@ def _slot(client: Any) -> Any:
     if isinstance(client, SYNC_CLUSTERS):
         return client.keyslot
     return None
-
-
-def _hub(client: Any) -> _Hub:
-    hub = _HUBS.get(client)
-    if hub is None or hub.pid != os.getpid():
-        with _HUBS_LOCK:
-            hub = _HUBS.get(client)
-            if hub is None or hub.pid != os.getpid():
-                hub = _HUBS[client] = _Hub(client)
-    return hub
-
-
-def wait(client: Any, op: Wait, cursor: int) -> str | None:
-    """Perform ``op`` for a flow whose previous operation was sent after ticket ``cursor``
-    (see :mod:`redislock._core.wake`)."""
-    return _hub(client).wait(op, cursor)
-
-
-def pass_on(client: Any, channel: str) -> None:
-    """A plain wake-up the flow took could not be used (the flow ended before it tried):
-    give it to the next waiter of the channel."""
-    hub = _HUBS.get(client)
-    if hub is not None:
-        hub.pass_on(channel)
-
-
-def gate(client: Any) -> Gate | None:
-    """The semaphore redislock's commands on ``client`` pass, or None (see
-    :func:`redislock._core.wake.gate_size`)."""
-    try:
-        return _GATES[client]
-    except KeyError:
-        pass
-    except TypeError:  # not weak-referenceable: no gate
-        return None
-    with _HUBS_LOCK:
-        if client not in _GATES:
-            size = gate_size(client)
-            _GATES[client] = None if size is None else Gate(size)
-        return _GATES[client]

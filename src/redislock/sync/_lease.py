@@ -11,6 +11,7 @@ import threading
 from types import TracebackType
 from typing import ClassVar
 
+from redislock import _watch
 from redislock._core import guard, validate
 from redislock._handle import Holder
 from redislock.sync import _steps
@@ -125,7 +126,7 @@ class Lease(Holder):
         Raises:
             NotOwnedError: nothing is held (never acquired, or released).
         """
-        return guard.lost_event(self._mine().require_holding(allow_lost=True))
+        return _watch.lost_event(self._mine().require_holding(allow_lost=True))
 
     def check(self, margin: float | None = None) -> float:
         """Raise if a critical section should stop now; else the seconds left before the

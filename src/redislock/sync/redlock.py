@@ -83,7 +83,7 @@ class Redlock(Lock):
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
         masters: Masters = self._client
         core = self._quorum_core.from_quorum(masters.labels, name, options)
-        core.memories = masters.memories
+        core.memories = masters.masters
         return core
 
     @property

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: MIT
+"""The registry of per-client state, for both flavours (``aio/_state.py``,
+``sync/_state.py``): one weak mapping per flavour from a client to its state, and the one
+place a forked child learns that its parent's states are not its own."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Registry", "forks"]
+
+S = TypeVar("S")
+
+_forks = 0
+"""How many times this process's line forked: a state made before the last fork belongs to
+the parent."""
+
+_GUARD = threading.Lock()
+"""Held while a state is made (asyncio clients may be used from several threads' loops)."""
+
+
+def forks() -> int:
+    """How many times this process's line forked (states remember it when they are made)."""
+    return _forks
+
+
+def _forked() -> None:
+    global _forks, _GUARD
+    _forks += 1
+    _GUARD = threading.Lock()  # a fork while another thread held it: a fresh one
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+class Registry(Generic[S]):
+    """Client -> state, forgotten with the client. ``make(client, parent, remember)`` builds
+    a state: ``parent`` is the state the client had before the last fork (None: none),
+    ``remember`` False for a client that cannot be weakly referenced (its state is made
+    again on each lookup and remembers nothing). A state's ``forks`` attribute says when it
+    was made."""
+
+    __slots__ = ("_make", "_states")
+
+    def __init__(self, make: Callable[[Any, S | None, bool], S]) -> None:
+        self._make = make
+        self._states: weakref.WeakKeyDictionary[Any, S] = weakref.WeakKeyDictionary()
+
+    def of(self, client: Any) -> S:
+        """The state of ``client`` in this process (made on first use, made again in a
+        forked child)."""
+        try:
+            st = self._states.get(client)
+        except TypeError:  # not weak-referenceable
+            return self._make(client, None, False)
+        if st is not None and getattr(st, "forks", -1) == _forks:
+            return st
+        with _GUARD:
+            found = self._states.get(client)
+            if found is None or getattr(found, "forks", -1) != _forks:
+                found = self._states[client] = self._make(client, found, True)
+            return found

@@ -16,9 +16,9 @@ import argparse
 import math
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, overload
 
 import redis
 
@@ -43,9 +43,13 @@ __all__ = [
     "seconds",
 ]
 
+_N = TypeVar("_N")
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error exits 64 (EX_USAGE) as documented, not 2; and it records
-    the options it is given (:attr:`options`, its parents' too).
+    """argparse, but a usage error exits 64 (EX_USAGE) as documented, not 2; an argument
+    it does not recognise is reported with its own usage line (a subcommand's, not the top
+    parser's); and it records the options it is given (:attr:`options`, its parents' too).
     Add mutually exclusive options through :meth:`exclusive`, so that they are recorded."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -81,6 +85,27 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None, namespace: _N
+    ) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        """As argparse's, but an argument left over is a usage error of this parser: a
+        subcommand's parser (which argparse hands the words after the subcommand's name)
+        reports it with the subcommand's usage line, as ``parse_args`` would."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 class Exclusive:

@@ -166,13 +166,13 @@ class Context:
 
 @dataclass(frozen=True)
 class Subcommand:
-    """One row of the table: its parser, its one-line help, its ``run``, whether ``CMD``
-    follows NAME (``cmd``) and whether it needs the settings resolved first."""
+    """One row of the table: its parser (whose ``func`` default is the subcommand's
+    ``run``), its one-line help, whether ``CMD`` follows NAME (``cmd``) and whether it
+    needs the settings resolved first."""
 
     name: str
     parser: Parser
     help: str
-    run: Callable[[Context], int]
     cmd: bool
     settings: bool
 
@@ -248,7 +248,7 @@ class Subcommands:
                 kwargs["description"] = textwrap.fill(kwargs["description"], 78)
         parser = self.choices.add_parser(name, help=help, parents=self.parents, **kwargs)
         parser.set_defaults(func=run)
-        self.commands[name] = Subcommand(name, parser, help, run, cmd, settings)
+        self.commands[name] = Subcommand(name, parser, help, cmd, settings)
         return parser
 
 

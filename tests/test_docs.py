@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import redis
 
-from redislock.cli import _command_of, _parser, _split_command, where
+from redislock.cli import build_parsers, parse
+from redislock.cli._args import command_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,18 +40,17 @@ def _hook() -> ModuleType:
 def test_cli_reference_lists_every_subcommand_and_option() -> None:
     hook = _hook()
     text: str = hook.cli_reference()
-    parser = _parser()
-    subs = hook.subcommands(parser)
+    parsers = build_parsers()
+    subs = hook.subcommands(parsers)
     assert len(subs) >= 8  # run, once, elect, inspect, list, release, demo, server, ...
     for name, sub in subs.items():
         assert f"## `redislock {name}`" in text
-        for action in sub._actions:
-            for flag in action.option_strings:
-                assert flag in text, (name, flag)
-    for action in parser._actions:
-        if not isinstance(action, argparse._SubParsersAction):
-            for flag in action.option_strings:
-                assert flag in text, flag
+        assert len(sub.options) >= 6, name  # -h, --help and the 4 shared: recorded
+        for flag in sub.options:
+            assert flag in text, (name, flag)
+    assert {"--version", "--url", "-q"} <= set(parsers.top.options)
+    for flag in parsers.top.options:
+        assert flag in text, flag
 
 
 def test_torture_and_benchmark_pages_render_from_the_committed_data() -> None:
@@ -311,7 +311,7 @@ def doc_cli_lines(text: str) -> list[list[str]]:
                 j += 1
                 command = command[:-1] + " " + prose[j]
             add(command.strip().removeprefix("$ "))
-    subcommands = list(_hook().subcommands(_parser()))
+    subcommands = list(_hook().subcommands(build_parsers()))
     for span in _INLINE.findall("\n".join(prose)):
         words = span.split()  # `redislock NAME ...`: a subcommand or a likely misspelling
         if len(words) >= 3 and difflib.get_close_matches(words[1], subcommands, cutoff=0.6):
@@ -346,13 +346,10 @@ def scheduled_programs(text: str) -> list[str]:
 def parse_cli(words: list[str]) -> argparse.Namespace:
     """``words`` through the CLI's own parsing (CMD split off as ``main`` does); SystemExit
     on a usage error, as ``redislock`` would exit 64."""
-    parser = _parser()
-    own, cmd = _split_command(parser, list(words))
-    where.defer_defaults(parser)
-    args = parser.parse_args(own)
-    args.cmd = cmd
-    if args.command in ("run", "once", "elect"):
-        _command_of(args, parser)
+    parsers = build_parsers()
+    args = parse(parsers, list(words))
+    if parsers.commands[args.command].cmd:  # run, once, elect
+        command_of(args, parsers.commands[args.command].parser)
     return args
 
 
@@ -431,7 +428,7 @@ def test_every_exit_status_of_the_help_is_in_the_command_line_page() -> None:
     table = "\n".join(line for line in page.splitlines() if line.startswith("| "))
     for code in codes:
         assert re.search(rf"^\| (\d+ / )?{code}( / \d+)? \|", table, re.M), code
-    server = _hook().subcommands(_parser())["server"]
+    server = _hook().subcommands(build_parsers())["server"]
     assert "status exits 3 when the embedded server is not running" in server.format_help()
 
 

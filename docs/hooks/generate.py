@@ -2,7 +2,7 @@
 """mkdocs hook: pages made at build time, so they cannot drift from the code and the data.
 
 - ``cli.md``: the ``<!-- cli-reference -->`` marker becomes one section per subcommand of
-  ``redislock.cli._parser()`` (its help line and its ``--help`` text);
+  ``redislock.cli.build_parsers()`` (its help line and its ``--help`` text);
 - ``performance.md``: charts drawn with matplotlib from ``docs/data/<bench>.json`` (the
   benchmarks' ``--json`` output, recorded by ``tools/record_perf.py``), added to the site as
   files (``CHARTS``);
@@ -31,19 +31,10 @@ DATA = ROOT / "docs" / "data"
 RED, GREY = "#c0392b", "#7f8c8d"
 
 
-def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The subcommands of ``parser``, by name, in the order they were added."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices.items())
-    return {}
-
-
-def _help_lines(parser: argparse.ArgumentParser) -> dict[str, str]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return {a.dest: a.help or "" for a in action._choices_actions}
-    return {}
+def subcommands(subs: Any) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers of ``redislock.cli.build_parsers()``, by name, in the order
+    they were added."""
+    return {name: command.parser for name, command in subs.commands.items()}
 
 
 def cli_reference() -> str:
@@ -51,16 +42,15 @@ def cli_reference() -> str:
     os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: make it fixed
     if str(ROOT / "src") not in sys.path:  # the checkout's code, installed or not
         sys.path.insert(0, str(ROOT / "src"))
-    from redislock.cli import _parser
+    from redislock.cli import build_parsers
 
-    parser = _parser()
-    out = ["## `redislock`", "", "```text", parser.format_help().rstrip(), "```", ""]
-    helps = _help_lines(parser)
-    for name, sub in subcommands(parser).items():
+    subs = build_parsers()
+    out = ["## `redislock`", "", "```text", subs.top.format_help().rstrip(), "```", ""]
+    for name, command in subs.commands.items():
         out += [f"## `redislock {name}`", ""]
-        if helps.get(name):
-            out += [helps[name][:1].upper() + helps[name][1:] + ".", ""]
-        out += ["```text", sub.format_help().rstrip(), "```", ""]
+        if command.help:
+            out += [command.help[:1].upper() + command.help[1:] + ".", ""]
+        out += ["```text", command.parser.format_help().rstrip(), "```", ""]
     return "\n".join(out)
 
 

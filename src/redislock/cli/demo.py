@@ -10,7 +10,6 @@ or arriving after) finds the record and reports who drew. Exactly one worker mus
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import random
 import secrets
@@ -22,9 +21,10 @@ import redis
 
 from redislock._core.ops import as_int, as_str
 from redislock._core.scripts import SCRIPTS
+from redislock.cli import _args
 from redislock.sync.once import Once
 
-__all__ = ["run_demo"]
+__all__ = ["add_parser", "run", "run_demo"]
 
 USERS = 1000
 WINNERS = 10
@@ -73,8 +73,28 @@ def _worker(url: str, round_id: str, index: int, start_at: float) -> dict[str, A
     }
 
 
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock demo`` to the command line."""
+    p = subs.add("demo", run, help="the lottery: N processes race, exactly one draws")
+    p.add_argument("--workers", type=int, default=5, help="processes (default 5)")
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock demo`` (see :func:`run_demo`).
+
+    Raises:
+        CliError: Redis not found or the embedded server could not start (69).
+    """
+    if ctx.args.workers < 1:
+        ctx.parser.error("--workers must be at least 1")
+    # Starts the embedded server once, before the workers race.
+    return run_demo(ctx.locate(), workers=ctx.args.workers)
+
+
 def run_demo(url: str, *, workers: int) -> int:
     """Run the lottery with ``workers`` processes against ``url``; 0 if exactly one drew."""
+    import multiprocessing as mp  # not for every subcommand's parser
+
     client = redis.Redis.from_url(url, socket_timeout=10.0, decode_responses=True)
     round_id = secrets.token_hex(4)
     users_key = f"redislock-demo:{round_id}:users"

@@ -14,7 +14,7 @@ from redislock._core.keys import LockKeys, delay_key
 from redislock._core.lock import LockCore
 from redislock._core.options import FairOptions, LockOptions
 from redislock._core.scripts import SCRIPTS
-from redislock.cli import EXIT_USAGE, CliError
+from redislock.cli import EXIT_CODES, EXIT_USAGE, CliError, _args
 from redislock.cli.render import (
     HOLD_KINDS,
     KIND_LABELS,
@@ -27,7 +27,39 @@ from redislock.cli.render import (
 from redislock.inspection import inspect
 from redislock.sync._driver import run as run_flow
 
-__all__ = ["force_release_command"]
+__all__ = ["add_parser", "force_release_command", "run"]
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock release`` to the command line."""
+    p = subs.add(
+        "release",
+        run,
+        help="delete a lock whoever holds it (needs --force)",
+        description="Operator override for any kind: a Lock is deleted and one waiter woken; "
+        "a FairLock is deleted and granted to its next queued waiter; an RLock, "
+        "ReadWriteLock or Semaphore loses every hold and all its waiters are woken. "
+        "The old holders find their lease gone at their next renewal. A key under NAME "
+        "that redislock did not write (another Redis type, a value or hash fields of "
+        "another format) is not touched: exit 64.",
+        epilog=EXIT_CODES,
+    )
+    p.add_argument("name")
+    p.add_argument("--force", action="store_true", help="yes, really")
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock release`` (see :func:`force_release_command`).
+
+    Raises:
+        CliError: no ``--force`` (64), Redis not found (69), or the key is not a lock (64).
+    """
+    args = ctx.args
+    if not args.force:
+        raise CliError(
+            "release deletes the lock whoever holds it; add --force to do it", EXIT_USAGE
+        )
+    return force_release_command(ctx.client(), args.name, args.prefix)
 
 
 _DELAY_ENDED = "; its lock-delay was ended (the name is free now)"

@@ -8,10 +8,28 @@ from typing import Any
 
 import redis
 
+from redislock.cli import _args
 from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, hold_text, plural, state_text
 from redislock.inspection import inspect
 
-__all__ = ["inspect_command"]
+__all__ = ["add_parser", "inspect_command", "run"]
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock inspect`` to the command line."""
+    p = subs.add("inspect", run, help="show who holds a lock (any kind), and who waits")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock inspect`` (see :func:`inspect_command`).
+
+    Raises:
+        CliError: Redis not found (69).
+    """
+    args = ctx.args
+    return inspect_command(ctx.client(), args.name, args.prefix, as_json_output=args.json)
 
 
 def _yes(flag: bool) -> str:

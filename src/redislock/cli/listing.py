@@ -10,10 +10,34 @@ from typing import Any
 import redis
 
 from redislock._core.keys import LockKeys
+from redislock.cli import _args
 from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, holder_text, state_text
 from redislock.inspection import inspect
 
-__all__ = ["list_command"]
+__all__ = ["add_parser", "list_command", "run"]
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock list`` to the command line."""
+    p = subs.add("list", run, help="list held locks of every kind (SCAN, never KEYS)")
+    p.add_argument(
+        "--starts-with",
+        dest="name_prefix",
+        default="",
+        metavar="TEXT",
+        help="only lock names starting with TEXT (literally; --prefix is the key prefix)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock list`` (see :func:`list_command`).
+
+    Raises:
+        CliError: Redis not found (69).
+    """
+    args = ctx.args
+    return list_command(ctx.client(), args.name_prefix, args.prefix, as_json_output=args.json)
 
 
 def _list_text(info: dict[str, Any]) -> str:

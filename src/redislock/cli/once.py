@@ -16,11 +16,54 @@ from typing import Any
 
 import redis
 
+from redislock.cli import _args
 from redislock.cli.run import Guard, Held, Settled, run_command
 from redislock.errors import AcquireTimeoutError
 from redislock.sync.once import Once, OnceTurn
 
-__all__ = ["once_command"]
+__all__ = ["add_parser", "once_command", "run"]
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock once`` to the command line."""
+    p = subs.add(
+        "once",
+        run,
+        cmd=True,
+        help="run a command exactly once per period among many processes",
+        usage="redislock once [options] NAME --period S [--] CMD [ARGS...]",
+        allow_abbrev=False,
+        description="Runs CMD if no run of NAME succeeded yet in this period, holding "
+        "Lock(NAME) while it runs (as `run` does). Another process of the same period "
+        "waits for the lock, finds the record and exits 0 without running CMD, saying on "
+        "stderr who ran it (not with -q). Only a CMD that exits 0 counts: after a failure "
+        "the next attempt runs it.",
+        epilog=_args.epilog(
+            _args.CMD_TAIL + "CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+        ),
+    )
+    p.add_argument("name", help="job name (also the lock's)")
+    p.add_argument(
+        "--period",
+        type=_args.seconds,
+        required=True,
+        metavar="S",
+        help="period in seconds, aligned on UTC multiples since the Unix epoch "
+        "(86400: a UTC day); with --key, how long its record lives",
+    )
+    p.add_argument("--key", metavar="K", help="an explicit period key (e.g. 2026-11-23) instead")
+    _args.hold_options(p, subs.files, lease=_args.LEASE_HELP, nowait_alias=False)
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock once`` (see :func:`once_command`).
+
+    Raises:
+        CliError: a usage error found before any I/O (64), or Redis not found (69).
+    """
+    args = ctx.args
+    cmd, hold = _args.hold_settings(ctx)
+    return once_command(ctx.client(), args.name, cmd, period=args.period, key=args.key, **hold)
 
 
 def once_command(

@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol
 
 import redis
 
+from redislock.cli import _args
 from redislock.errors import AcquireTimeoutError, LockLostError, NotOwnedError, QueueFullError
 from redislock.sync.election import Election
 from redislock.sync.fair import FairLock
@@ -33,7 +34,17 @@ from redislock.sync.lock import Lock
 from redislock.sync.rlock import ReadWriteLock
 from redislock.sync.semaphore import Semaphore
 
-__all__ = ["ENV_FENCING_TOKEN", "KINDS", "Guard", "Held", "Settled", "guard", "run_command"]
+__all__ = [
+    "ENV_FENCING_TOKEN",
+    "KINDS",
+    "Guard",
+    "Held",
+    "Settled",
+    "add_parser",
+    "guard",
+    "run",
+    "run_command",
+]
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -43,6 +54,72 @@ ENV_FENCING_TOKEN: Final = "REDISLOCK_FENCING_TOKEN"
 KINDS: Final = ("lock", "read", "write", "fair", "permit", "elect")
 """What ``run`` can hold: a Lock, a read or write hold of a ReadWriteLock, a FairLock,
 one permit of a Semaphore, or the leadership of an Election (``redislock elect``)."""
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock run`` to the command line."""
+    p = subs.add(
+        "run",
+        run,
+        cmd=True,
+        help="run a command while holding a lock",
+        usage="redislock run [options] NAME [--] CMD [ARGS...]\n"
+        "       redislock run [options] NAME -c 'SHELL COMMAND'",
+        allow_abbrev=False,
+        epilog=_args.epilog(
+            _args.CMD_TAIL + "Without --read, --write, --fair or --permits it holds a plain "
+            "Lock. CMD gets the fencing token of its hold in $REDISLOCK_FENCING_TOKEN."
+        ),
+    )
+    p.add_argument("name", help="lock name")
+    kind = p.exclusive()
+    kind.add_argument(
+        "--read",
+        dest="kind",
+        action="store_const",
+        const="read",
+        help="take a read hold of ReadWriteLock(NAME): shared with other readers",
+    )
+    kind.add_argument(
+        "--write",
+        dest="kind",
+        action="store_const",
+        const="write",
+        help="take the write hold of ReadWriteLock(NAME): exclusive",
+    )
+    kind.add_argument(
+        "--fair",
+        dest="kind",
+        action="store_const",
+        const="fair",
+        help="take FairLock(NAME): granted in arrival order",
+    )
+    kind.add_argument(
+        "--permits",
+        type=_args.permits,
+        metavar="N",
+        help="take one permit of Semaphore(NAME, permits=N) (a count stored in Redis by "
+        "set_permits wins)",
+    )
+    _args.hold_options(p, subs.files, lease=_args.LEASE_HELP, nowait_alias=True)
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock run`` (see :func:`run_command`).
+
+    Raises:
+        CliError: a usage error found before any I/O (64), or Redis not found (69).
+    """
+    args = ctx.args
+    cmd, hold = _args.hold_settings(ctx)
+    return run_command(
+        ctx.client(),
+        args.name,
+        cmd,
+        kind="permit" if args.permits is not None else args.kind or "lock",
+        permits=args.permits,
+        **hold,
+    )
 
 
 class Held(Protocol):

@@ -6,9 +6,39 @@ from __future__ import annotations
 import json
 
 from redislock import server
-from redislock.cli import EXIT_UNAVAILABLE, CliError
+from redislock.cli import EXIT_UNAVAILABLE, CliError, _args
 
-__all__ = ["server_command"]
+__all__ = ["add_parser", "run", "server_command"]
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock server`` to the command line (it reads no settings: it works
+    whatever the configuration files say)."""
+    p = subs.add(
+        "server",
+        run,
+        settings=False,
+        help="the embedded redis-server",
+        description="status: whether the embedded server of this user runs, and where; "
+        "start: start it unless it runs; stop: stop it (its append-only file keeps the "
+        "fencing counters).",
+        epilog=_args.epilog(
+            "status exits 3 when the embedded server is not running (as `systemctl status` "
+            "does for a stopped unit), 0 when it runs; start and stop exit 0, or 69 when "
+            "the server cannot be started or stopped."
+        ),
+    )
+    p.add_argument("action", choices=["status", "stop", "start"])
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock server ACTION`` (see :func:`server_command`).
+
+    Raises:
+        CliError: see :func:`server_command`.
+    """
+    return server_command(ctx.args.action, as_json_output=ctx.args.json)
 
 
 def server_command(action: str, *, as_json_output: bool) -> int:

@@ -6,7 +6,8 @@ Cluster client scans every primary), reads each name with one :func:`inspect` sc
 and shows the held or awaited ones: kind, holders (host, pid), how long held, the lease left,
 waiters and the fencing counter. ``--once --json`` prints one snapshot for scripts.
 
-The table is drawn with `rich <https://rich.readthedocs.io/>`_ (its ``Live`` display).
+The table is drawn with `rich <https://rich.readthedocs.io/>`_ (its ``Live`` display),
+imported when ``top`` runs (not for every subcommand's parser).
 """
 
 from __future__ import annotations
@@ -15,20 +16,79 @@ import datetime as dt
 import fnmatch
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.cluster
-from rich import box
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from redislock._core.keys import LockKeys
+from redislock.cli import _args
 from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, plural
 from redislock.inspection import inspect
 
-__all__ = ["scan_names", "snapshot", "top_command"]
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = ["add_parser", "run", "scan_names", "snapshot", "top_command"]
+
+
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock top`` to the command line."""
+    p = subs.add(
+        "top",
+        run,
+        help="a live view of the locks under the prefix: holders, leases, waiters",
+        description="Refreshes every --interval seconds (Ctrl-C ends it) from SCAN plus "
+        "inspect: each held or awaited lock's kind, holders (host, pid), how long held, "
+        "the lease left, waiters and fencing counter. --once prints one table, --json one "
+        "snapshot as JSON. Hold times compare this machine's clock with the holder's.",
+    )
+    p.add_argument(
+        "--match", default="*", metavar="GLOB", help="lock names matching GLOB (default *)"
+    )
+    p.add_argument(
+        "--interval", type=_args.seconds, default=1.0, help="seconds between refreshes (default 1)"
+    )
+    p.add_argument("--once", action="store_true", help="one snapshot, then exit")
+    p.add_argument("--json", action="store_true", help="one snapshot as JSON, then exit")
+    p.add_argument("--count", type=int, metavar="N", help="exit after N refreshes")
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the URL is a node of a Redis Cluster: scan every primary",
+    )
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock top`` (see :func:`top_command`); with ``--cluster`` the URL is a
+    seed node of a Redis Cluster.
+
+    Raises:
+        CliError: Redis not found (69).
+        redis.RedisError: the server could not be read.
+    """
+    args = ctx.args
+    if args.count is not None and args.count < 1:
+        ctx.parser.error("--count must be at least 1")
+    if args.interval <= 0:
+        ctx.parser.error("--interval must be > 0 seconds")
+    single = ctx.client()
+    client: redis.Redis | redis.cluster.RedisCluster = single
+    if args.cluster:
+        # a seed node, with the URL's settings (credentials, TLS, timeouts)
+        seed = dict(single.connection_pool.connection_kwargs)
+        seed.pop("db", None)
+        client = redis.cluster.RedisCluster(**seed)
+    return top_command(
+        client,
+        args.prefix,
+        match=args.match,
+        interval=args.interval,
+        once=args.once,
+        as_json_output=args.json,
+        count=args.count,
+    )
+
 
 _SCAN_SPECIALS = "*?[]\\"
 
@@ -126,6 +186,9 @@ def _waiters(lock: dict[str, Any]) -> str:
 def table(snap: dict[str, Any]) -> Table:
     """The snapshot as a ``rich`` table: a row per holder (the lock's name, kind, waiters and
     fencing counter on its first), one row for a lock nobody holds."""
+    from rich import box
+    from rich.table import Table
+
     shown = f"{snap['prefix']}{{{snap['match']}}}"
     count = plural(len(snap["locks"]), "lock")
     t = Table(
@@ -182,6 +245,9 @@ def top_command(
     Raises:
         redis.RedisError: the server could not be read.
     """
+    from rich.console import Console
+    from rich.live import Live
+
     if once or as_json_output:
         snap = snapshot(client, prefix, match)
         if as_json_output:

@@ -14,16 +14,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parser", "torture_command"]
+from redislock.cli import EXIT_USAGE, CliError, _args
+
+__all__ = ["add_parser", "run", "torture_command"]
 
 
-def add_parser(sub: Any, parents: list[Any] | None = None) -> None:
-    """Add the ``torture`` sub-command to the CLI's sub-parsers."""
+def add_parser(subs: _args.Subcommands) -> None:
+    """Add ``redislock torture`` to the command line."""
     from redislock.testing.faults import ALL_FAULTS, CONTROLS, FLAVOURS, SCENARIOS
 
-    t = sub.add_parser(
+    t = subs.add(
         "torture",
-        parents=parents or [],
+        run,
+        formatter_class=argparse.HelpFormatter,  # its description reflowed, as ever
         help="prove the locks under faults: fault proxies, pauses, kills, Redis stalls and "
         "restarts, a fenced oracle and history checkers",
         description="Start redis-server(s) (or use --url), fault proxies, a fenced oracle and "
@@ -85,6 +88,19 @@ def add_parser(sub: Any, parents: list[Any] | None = None) -> None:
     t.add_argument("--dir", default=None, help="where the runs' records go")
     t.add_argument("--replay", default=None, help="run a recorded run directory again")
     t.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(ctx: _args.Context) -> int:
+    """Run ``redislock torture`` (see :func:`torture_command`); only an explicit ``--url``
+    is used: without one the run starts servers of its own.
+
+    Raises:
+        CliError: a bad option value (64).
+    """
+    try:
+        return torture_command(ctx.args, ctx.args.url)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
 
 
 def _faults(text: str) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.connection
@@ -49,6 +49,9 @@ from redislock import server
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock.errors import LockConfigError
+
+if TYPE_CHECKING:
+    from redislock.cli._args import Context, Subcommands
 
 __all__ = [
     "ENV_PREFIX",
@@ -59,12 +62,15 @@ __all__ = [
     "ConfigFile",
     "Setting",
     "Settings",
+    "add_parser",
     "config_command",
+    "configured_help",
     "connect",
     "fill_defaults",
     "load_files",
     "locate",
     "resolve",
+    "run_config",
     "system_config_path",
     "user_config_path",
 ]
@@ -357,22 +363,9 @@ def connect(
     return client
 
 
-def defer_defaults(parser: argparse.ArgumentParser, files: list[ConfigFile] | None = None) -> None:
-    """Make ``--ttl``, ``--wait`` and ``--grace`` of every subcommand default to ``None`` so
-    that :func:`fill_defaults` can tell a flag from a configured or built-in default; when a
-    configuration file in ``files`` sets one, its help says so (value and file)."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                for inner in sub._actions:
-                    if inner.dest in BUILTIN_DEFAULTS:
-                        inner.default = None
-                        if files and inner.help and inner.nargs != 0:  # not -n's store_const
-                            inner.help += _configured(files, inner.dest)
-
-
-def _configured(files: list[ConfigFile], name: str) -> str:
-    """``"; here 120 s (user file PATH)"``: a help suffix for a file-set default, or ``""``."""
+def configured_help(files: list[ConfigFile], name: str) -> str:
+    """``"; here 120 s (user file PATH)"``: a help suffix for a default (``ttl``, ``wait``,
+    ``grace``) that a file in ``files`` sets, or ``""``."""
     setting = _from_files(files, name, None)
     if setting.value is None:
         return ""
@@ -408,6 +401,30 @@ def _text(value: str | float | bool | None, name: str) -> str:
     if value is None:
         return "forever" if name == "wait" else "-"
     return value or "-"
+
+
+def add_parser(subs: Subcommands) -> None:
+    """Add ``redislock config`` to the command line."""
+    p = subs.add(
+        "config",
+        run_config,
+        help="show which Redis URL and prefix are in effect, and where each came from",
+        description="Prints each setting in effect (url, prefix, require_url, and the "
+        "defaults ttl, wait, grace) and its source: flag, environment, user file, system "
+        "file, or default/embedded. Passwords are masked. Exits 69 when no URL is "
+        "configured and the embedded fallback is refused.",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run_config(ctx: Context) -> int:
+    """Run ``redislock config`` (see :func:`config_command`).
+
+    Raises:
+        CliError: see :func:`config_command`.
+    """
+    assert ctx.settings is not None  # added with settings=True
+    return config_command(ctx.settings, as_json_output=ctx.args.json)
 
 
 def config_command(settings: Settings, *, as_json_output: bool) -> int:

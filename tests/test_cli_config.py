@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from redislock._core.keys import fence_key
+from redislock._core.keys import FairKeys, fence_key
 from redislock.cli import EXIT_BUSY, EXIT_USAGE
 from redislock.server import RedisProcess, default_runtime_dir, embedded_status
 from tests.support import reap
@@ -192,18 +192,29 @@ def test_file_defaults_show_in_help_and_wait_forever_overrides_a_file_wait(
     assert flat("(= --wait 0)") in text
     assert flat("(= --wait 0); here") not in text  # -n's help is unchanged
 
-    holder = start(env, None, "run", "job", "--", *py("import time; time.sleep(2.5)"))
+    # The holder holds until the test lets it go (a fixed sleep ran out on a loaded machine
+    # before the second CLI process had even started).
+    go = user.parent / "go"
+    wait_go = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)"
+    holder = start(env, None, "run", "job", "--", *py(wait_go, go))
+    admin = redis.Redis.from_url(redis_server.url, decode_responses=True)
     try:
         wait_for(lambda: redis.Redis.from_url(redis_server.url).exists(lock_key("job")) == 1)
         busy = cli(env, None, "run", "job", "true")  # the file's wait: 0.4 s
         assert busy.returncode == EXIT_BUSY, busy.stderr
         assert "waited 0.4 s" in busy.stderr
-        began = time.monotonic()
-        forever = cli(env, None, "run", "job", "-w", "forever", "echo", "ran")
-        assert (forever.returncode, forever.stdout) == (0, "ran\n"), forever.stderr
-        assert time.monotonic() - began > 0.5  # it waited for the holder, past the file's 0.4
+        forever = start(env, None, "run", "job", "-w", "forever", "echo", "ran")
+        queue = FairKeys.for_name("job").queue
+        queued = wait_for(lambda: admin.llen(queue) == 1, what="the second run queued")
+        time.sleep(0.6)
+        assert forever.poll() is None  # still waiting, past the file's 0.4 s
+        assert time.monotonic() - queued > 0.5
+        go.touch()
+        assert finish(forever)[:2] == (0, "ran\n")
     finally:
+        go.touch()
         assert finish(holder)[0] == 0
+        admin.close()
 
     user.write_text(f'url = "{redis_server.url}"\n[defaults]\nwait = inf\n')
     assert config_json(env)["wait"] == {"value": None, "source": f"user file {user}"}

@@ -1,25 +1,24 @@
 # SPDX-License-Identifier: MIT
 """Other packages through their public API only: no ``obj._name`` of redis-py, valkey-py,
 argparse, ... anywhere in ``src/redislock`` (nor in ``dev.py``, ``examples/`` and the docs
-hook).
+hook, ``tools/``, ``bench/``).
 
-The rule, read from the source (no types): an access to a private attribute ``X._name``
-(one leading underscore or a mangled ``__name``, not a ``__dunder__``; also
+The rule, read from the source (no types): an access to a private attribute ``X._name`` (one
+leading underscore or a mangled ``__name``, not a ``__dunder__``; also
 ``getattr``/``setattr``/``hasattr``/``delattr`` with the name as a constant string) whose
 receiver is not ``self`` or ``cls`` is redislock's own only if ``_name`` is defined in the
 module that uses it or in a redislock module that it imports (any ``import`` in the file,
 ``TYPE_CHECKING`` ones too): as a function, a class, a name assigned at any level (class
 attributes, dataclass and NamedTuple fields), a ``self._x``/``cls._x`` attribute, a
-``__slots__`` entry, an import alias, or a module of the package. Anything else is another
-package's private attribute, as is ``from other_package import _name``. Only documented
-names with a leading underscore are allowed: namedtuple's ``_replace``, ``_asdict``,
-``_fields``, ``_make``, ``_field_defaults``, and ``sys._getframe``, ``os._exit``.
+``__slots__`` entry, an import alias, or a module of the package (or, for ``bench/`` and
+``tools/``, a module beside it). Anything else is another package's private attribute, as is
+``from other_package import _name``. Only documented names with a leading underscore are
+allowed: namedtuple's ``_replace``, ``_asdict``, ``_fields``, ``_make``,
+``_field_defaults``, and ``sys._getframe``, ``os._exit``.
 
-EXPECTED lists the uses found today outside ``cli/`` (file and attribute, whatever the
-line): the test fails when a new one appears and when one of them is gone without the set
-being updated. Not checked: ``tools/`` (``tools/gen_sync.py`` calls unasync's
-``Rule._unasync_tokens``) and ``bench/`` (``uncontended.py`` reads redis-py's
-``_available_connections`` of a pool and ``_parser`` of a connection).
+EXPECTED lists known uses still to be removed (none today): the test fails when a new one
+appears and when one of them is gone without the set being updated. ``tools/`` and
+``bench/`` are checked too.
 """
 
 from __future__ import annotations
@@ -31,17 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "redislock"
 
-EXPECTED: set[tuple[str, str]] = {
-    # redis.asyncio's Connection: its asyncio.StreamWriter (the fan-out's straight write)
-    ("src/redislock/aio/_fanout.py", "_writer"),
-    # redis-py's Connection: its parser, the parser's hiredis reader and the socket (the
-    # fan-out's poll set and buffered replies), and the pub/sub connection's socket (the
-    # hub's select)
-    ("src/redislock/sync/_fanout.py", "_parser"),
-    ("src/redislock/sync/_fanout.py", "_reader"),
-    ("src/redislock/sync/_fanout.py", "_sock"),
-    ("src/redislock/sync/_hub.py", "_sock"),
-}
+EXPECTED: set[tuple[str, str]] = set()
+"""Known uses still to remove (none: the fan-out and the hub went to redis-py's public API)."""
 
 DOCUMENTED = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 """namedtuple's API (documented with the underscore, so as not to clash with fields)."""
@@ -161,7 +151,8 @@ def private_uses(sources: dict[str, str]) -> dict[tuple[str, str], list[int]]:
             found.setdefault((path, attr), []).append(line)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                foreign = node.module.split(".")[0] != PACKAGE
+                sibling = f"{Path(path).parent.as_posix()}/{node.module}.py" in sources
+                foreign = node.module.split(".")[0] != PACKAGE and not sibling
                 for alias in node.names:
                     if foreign and _private(alias.name):
                         found.setdefault((path, alias.name), []).append(node.lineno)
@@ -173,6 +164,8 @@ def _checked() -> dict[str, str]:
         *sorted((ROOT / "src" / PACKAGE).rglob("*.py")),
         ROOT / "dev.py",
         ROOT / "docs" / "hooks" / "generate.py",
+        *sorted((ROOT / "tools").glob("*.py")),
+        *sorted((ROOT / "bench").glob("*.py")),
         *sorted((ROOT / "examples").glob("*.py")),
     ]
     return {p.relative_to(ROOT).as_posix(): p.read_text() for p in paths}

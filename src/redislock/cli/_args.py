@@ -24,7 +24,8 @@ import redis
 
 from redislock._core.hold import MAX_PERMITS
 from redislock._core.keys import DEFAULT_PREFIX
-from redislock.cli import EXIT_BUSY, EXIT_CODES, EXIT_USAGE, LONG_LEASE, CliError, where
+from redislock.cli import where
+from redislock.cli._common import EXIT_BUSY, EXIT_CODES, EXIT_USAGE, LONG_LEASE, CliError
 
 __all__ = [
     "CMD_TAIL",

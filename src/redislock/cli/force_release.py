@@ -14,7 +14,8 @@ from redislock._core.keys import LockKeys, delay_key
 from redislock._core.lock import LockCore
 from redislock._core.options import FairOptions, LockOptions
 from redislock._core.scripts import SCRIPTS
-from redislock.cli import EXIT_CODES, EXIT_USAGE, CliError, _args
+from redislock.cli import _args
+from redislock.cli._common import EXIT_CODES, EXIT_USAGE, CliError
 from redislock.cli.render import (
     HOLD_KINDS,
     KIND_LABELS,

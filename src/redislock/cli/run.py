@@ -294,7 +294,7 @@ def run_command(
         CliError: ``name`` is in use by another kind of lock (status 64).
         LockConfigError: an invalid argument (before any I/O).
     """
-    from redislock.cli import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
+    from redislock.cli._common import EXIT_BUSY, EXIT_LOST, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
 
     busy = EXIT_BUSY if conflict_status is None else conflict_status
     lost = threading.Event()
@@ -483,7 +483,7 @@ def _busy(client: redis.Redis, what: str, name: str, prefix: str, wait: float | 
 def _lost(what: str, name: str, ttl: float, stopped_for: list[float], guarded: bool) -> str:
     """The one message for a lost lease, with its reason in plain words (``guarded``: the
     guard stopped CMD because no renewal was heard of before the lease would end)."""
-    from redislock.cli import lost_reason
+    from redislock.cli._common import lost_reason
 
     head = f"lease of {what} {name!r} was lost while the command ran"
     told = "; its guard stopped the command before the lease ended" if guarded else ""

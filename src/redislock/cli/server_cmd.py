@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from redislock import server
-from redislock.cli import EXIT_UNAVAILABLE, CliError, _args
+from redislock.cli import _args
+from redislock.cli._common import EXIT_UNAVAILABLE, CliError
 
 __all__ = ["add_parser", "run", "server_command"]
 

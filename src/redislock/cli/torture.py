@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from redislock.cli import EXIT_USAGE, CliError, _args
+from redislock.cli import _args
+from redislock.cli._common import EXIT_USAGE, CliError
 
 __all__ = ["add_parser", "run", "torture_command"]
 

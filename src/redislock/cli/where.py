@@ -48,6 +48,7 @@ import redis.connection
 from redislock import server
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX
+from redislock.cli._common import CliError, mask_url, redact
 from redislock.errors import LockConfigError
 
 if TYPE_CHECKING:
@@ -94,13 +95,11 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 def _cli_error(message: str, status: int) -> Exception:
-    from redislock.cli import CliError
 
     return CliError(message, status)
 
 
 def _mask(text: str) -> str:
-    from redislock.cli import mask_url
 
     return mask_url(text)
 
@@ -155,8 +154,6 @@ def _check_url(path: Path, key: str, value: Any) -> str:
     try:
         redis.connection.parse_url(value)  # type: ignore[no-untyped-call]
     except ValueError as exc:
-        from redislock.cli import redact
-
         raise _bad(path, key, redact(f"not a Redis URL: {exc}", value)) from None
     return value
 
@@ -351,7 +348,6 @@ def connect(
     Raises:
         CliError: see :func:`locate`; a malformed URL (status 64).
     """
-    from redislock.cli import redact
 
     found = locate(url, require_url=require_url, quiet=quiet, files=files)
     try:
@@ -434,7 +430,6 @@ def config_command(settings: Settings, *, as_json_output: bool) -> int:
     Raises:
         CliError: the embedded server's runtime directory is unsafe (status 69).
     """
-    from redislock.cli import redact
 
     refused = settings.url.value is None and bool(settings.require_url.value)
     if settings.url.value is not None:

@@ -109,6 +109,7 @@ def _rows(row: kinds.KindSpec) -> list[Kind]:
         "quorum": row.clients == "masters",
         "woken": row.clients == "one",  # Redlock retries after a random delay
     }
+    targets: list[tuple[str, kinds.Part | None, dict[str, Any]]]
     if row.holder:
         targets = [(row.name, None, caps)]
     else:

@@ -353,10 +353,10 @@ def conflict_found(key_type: str) -> str | None:
 def conflict_wanted(script: str) -> str:
     """The kinds that run ``script`` on one client, for a kind-conflict error (the
     single-client driver raises it; a Redlock master's failure counts as that master's):
-    the primitives among them, else every such row. A script no such row runs (Redlock's
-    own) names the primitives that keep a string at the lock key."""
+    those that are kinds of their own, else the uses that run it (``election``: Election).
+    A script no such row runs (Redlock's own) names the primitives that keep a lease."""
     runs = [r for r in KINDS if script in r.scripts and r.clients == "one"]
-    names = [r.name for r in runs if r.primitive] or [r.name for r in runs]
+    names = [r.name for r in runs if r.uses is None] or [r.name for r in runs]
     if names:
         return _either(names)
     return _either([r.name for r in KINDS if r.primitive and r.shape == "lease"])

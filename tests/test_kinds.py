@@ -114,6 +114,13 @@ def test_a_rows_classes_are_exported_and_are_what_it_says(row: KindSpec) -> None
         assert callable(getattr(getattr(module, row.name), part.method)), part
 
 
+def test_every_kind_of_the_package_is_in_the_api_reference() -> None:
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    for row in KINDS:
+        if row.module == "redislock":
+            assert f"::: redislock.{row.name}\n" in api, row.name
+
+
 # ------------------------------------------------------------------ scripts and their cases
 
 

@@ -19,8 +19,9 @@ import redislock
 import redislock.compat
 from redislock import KindConflictError
 from redislock._core import kinds
+from redislock._core.codec import HOLD_MODES
 from redislock._core.compat import CompatCore
-from redislock._core.inspection import Kind
+from redislock._core.inspection import _ROLES, Kind
 from redislock._core.kinds import KINDS, STORED, KindSpec
 from redislock._core.options import LockOptions
 from redislock._core.scripts import SCRIPTS
@@ -243,6 +244,13 @@ def named(text: str) -> list[str]:
     return text.replace(" or ", ", ").split(", ")
 
 
+def test_the_hold_modes_of_the_table_are_those_hold_values_have() -> None:
+    """Every hold.lua mode a row or part writes is a mode of the hold value format (codec),
+    which inspect shows as a role, and every such mode is some row's."""
+    modes = set(kinds.hold_mode_found())
+    assert modes == set(HOLD_MODES) == set(_ROLES)
+
+
 SINGLE = [k for k in primitives.KINDS if not k.quorum and k.flavour == "sync"]
 
 
@@ -333,6 +341,20 @@ def test_every_lock_api_row_is_in_the_generic_table() -> None:
         )
         for name in names:
             assert {(name, "sync"), (name, "asyncio")} <= generic, name
+
+
+def test_every_lock_api_holder_is_in_the_guard_tests() -> None:
+    """tests/test_guard.py's every-holder-kind tests build each holder by hand: each holder
+    of a lock_api row (the kind, or what it hands out) must be there."""
+    from tests import test_guard
+
+    holders = {
+        name
+        for row in KINDS
+        if row.lock_api
+        for name in ([row.name] if row.holder else [p.name for p in row.parts])
+    }
+    assert holders <= set(test_guard.KINDS), holders - set(test_guard.KINDS)
 
 
 def test_the_table_module_does_no_io() -> None:

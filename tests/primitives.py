@@ -2,9 +2,10 @@
 """The table of primitives that ``tests/test_generic.py`` runs its behaviour tests over.
 
 After trio's generic lock tests (``trio/_tests/test_sync.py``: one body per behaviour, a
-table of lock factories): a new primitive gets every common test, in both flavours, by one
-row in :data:`KINDS`. A row says what it can do (``exclusive``, ``fences``, ``woken``), and
-each test takes the rows that have what it tests.
+table of lock factories): a new primitive gets every common test, in both flavours, by its
+row in the kinds table (``redislock._core.kinds.KINDS``), from which :data:`KINDS` is made.
+A row says what it can do (``exclusive``, ``fences``, ``woken``), and each test takes the
+rows that have what it tests.
 
 Both flavours run from one async test body. An :class:`Actor` is one owner: for the sync
 flavour a thread of its own (every call on it runs there, so a reentrant lock sees one
@@ -27,6 +28,7 @@ import redis
 
 import redislock
 from redislock import AcquireTimeoutError
+from redislock._core import kinds
 
 
 @dataclass
@@ -76,70 +78,61 @@ class Kind:
         return [name, f"{name}:b"] if self.fences == "per_name" else [name]
 
 
-def _pair(kind_id: str, sync: Build, aio: Build, **caps: Any) -> list[Kind]:
-    return [Kind(kind_id, "sync", sync, **caps), Kind(kind_id, "asyncio", aio, **caps)]
+REQUIRED: dict[str, dict[str, Any]] = {"Semaphore": {"permits": 1}}
+"""The arguments a kind needs besides its client(s) and name(s), for a generic row (a
+``Semaphore`` of one permit acquires as a lock does)."""
+
+
+def _maker(row: kinds.KindSpec, flavour: str, part: kinds.Part | None) -> Build:
+    """A builder of ``row``'s object in ``flavour`` (then its ``part``, if one: a side)."""
+    cls = getattr(redislock, row.name if flavour == "sync" else row.asyncio_name)
+    extra = REQUIRED.get(row.name, {})
+
+    def build(e: Env, name: str, options: dict[str, Any]) -> Any:
+        if row.clients == "masters":
+            where = e.masters if flavour == "sync" else e.amasters
+        else:
+            where = e.client if flavour == "sync" else e.aclient
+        what: Any = _names(name) if row.names == "several" else name
+        obj = cls(where, what, **extra, **options)
+        return getattr(obj, part.method)() if part is not None else obj
+
+    return build
+
+
+def _rows(row: kinds.KindSpec) -> list[Kind]:
+    """The generic rows of one kinds-table row, both flavours: the kind itself if it is a
+    holder, a row per side it hands out (a ReadWriteLock's), or the kind acquired by taking
+    a permit (a Semaphore's ``acquire`` returns the holder)."""
+    caps: dict[str, Any] = {
+        "fences": "per_name" if row.names == "several" else "one",
+        "quorum": row.clients == "masters",
+        "woken": row.clients == "one",  # Redlock retries after a random delay
+    }
+    targets: list[tuple[str, kinds.Part | None, dict[str, Any]]]
+    if row.holder:
+        targets = [(row.name, None, caps)]
+    else:
+        targets = [
+            (row.name, None, {**caps, "permit": True, "exclusive": part.exclusive})
+            if part.method == "acquire"
+            else (part.name, part, {**caps, "exclusive": part.exclusive})
+            for part in row.parts
+        ]
+    return [
+        Kind(kind_id, flavour, _maker(row, flavour, part), **kind_caps)
+        for kind_id, part, kind_caps in targets
+        for flavour in ("sync", "asyncio")
+    ]
 
 
 def _names(name: str) -> list[str]:
     return [name, f"{name}:b"]
 
 
-KINDS: list[Kind] = [
-    *_pair(
-        "Lock",
-        lambda e, n, o: redislock.Lock(e.client, n, **o),
-        lambda e, n, o: redislock.AsyncLock(e.aclient, n, **o),
-    ),
-    *_pair(
-        "RLock",
-        lambda e, n, o: redislock.RLock(e.client, n, **o),
-        lambda e, n, o: redislock.AsyncRLock(e.aclient, n, **o),
-    ),
-    *_pair(
-        "WriteLock",
-        lambda e, n, o: redislock.ReadWriteLock(e.client, n, **o).write(),
-        lambda e, n, o: redislock.AsyncReadWriteLock(e.aclient, n, **o).write(),
-    ),
-    *_pair(
-        "ReadLock",
-        lambda e, n, o: redislock.ReadWriteLock(e.client, n, **o).read(),
-        lambda e, n, o: redislock.AsyncReadWriteLock(e.aclient, n, **o).read(),
-        exclusive=False,
-    ),
-    *_pair(
-        "FairLock",
-        lambda e, n, o: redislock.FairLock(e.client, n, **o),
-        lambda e, n, o: redislock.AsyncFairLock(e.aclient, n, **o),
-    ),
-    *_pair(
-        "Semaphore",
-        lambda e, n, o: redislock.Semaphore(e.client, n, 1, **o),
-        lambda e, n, o: redislock.AsyncSemaphore(e.aclient, n, 1, **o),
-        permit=True,
-    ),
-    *_pair(
-        "MultiLock",
-        lambda e, n, o: redislock.MultiLock(e.client, _names(n), **o),
-        lambda e, n, o: redislock.AsyncMultiLock(e.aclient, _names(n), **o),
-        fences="per_name",
-    ),
-    *_pair(
-        "Redlock",
-        lambda e, n, o: redislock.Redlock(e.masters, n, **o),
-        lambda e, n, o: redislock.AsyncRedlock(e.amasters, n, **o),
-        quorum=True,
-        woken=False,
-    ),
-    *_pair(
-        "MultiRedlock",
-        lambda e, n, o: redislock.MultiRedlock(e.masters, _names(n), **o),
-        lambda e, n, o: redislock.AsyncMultiRedlock(e.amasters, _names(n), **o),
-        quorum=True,
-        woken=False,
-        fences="per_name",
-    ),
-]
-"""Every primitive, in both flavours. Add a row for a new one."""
+KINDS: list[Kind] = [kind for row in kinds.KINDS if row.lock_api for kind in _rows(row)]
+"""Every primitive whose holds follow the common lock API (the kinds table's ``lock_api``
+rows, redislock._core.kinds), in both flavours: a new kind's row there gives it these."""
 
 
 def held_in_redis(kind: Kind, admins: list[redis.Redis], name: str) -> bool:

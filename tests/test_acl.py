@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Least privilege (docs/acl.md): the documented ACL profiles are exactly what the scripts
-and the Python code run; every single-server kind works end to end as a user made from its
-documented line (sync and asyncio); and with any one command of the Lock or MultiLock
+"""Least privilege (docs/acl.md): the documented ACL profiles (one per row of the kinds
+table, redislock._core.kinds, and the tools') are exactly what the scripts and the Python
+code run; every generic kind, the Redlock ones on each master, works end to end as a user
+made from its documented line (sync and asyncio; Election's and Once's users are in their
+own test files); and with any one command of the Lock or MultiLock
 profile removed, the operations that need it raise ``NoPermissionError`` naming it, leave
 no key without a TTL (fencing counters excepted) and never mislead the holder."""
 
@@ -11,7 +13,7 @@ import asyncio
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,56 +23,33 @@ import redis.asyncio
 
 import redislock
 from redislock import NoPermissionError
+from redislock._core import kinds
 from redislock._core.keys import LockKeys
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 from tests import clients
+from tests.masters import amaster, close_amasters, master
 from tests.primitives import KINDS, Actor, Env, Kind, Subject
 
 pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "acl.md"
 
-# What each profile runs: scripts (every command in them), and commands sent from Python.
-PROFILES: dict[str, tuple[set[str], set[str]]] = {
-    "Lock": (
-        {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep"},
-        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
-    ),
-    "RedisPyLock": (
-        {"compat_acquire", "compat_release", "lock_extend"},
-        {"EVALSHA", "EVAL", "GET"},
-    ),
-    "RLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
-    "ReadWriteLock": ({"hold"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
-    "Semaphore": (
-        {"hold"},
-        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS", "SET", "DEL"},
-    ),
-    "FairLock": (
-        {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep"},
-        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"},
-    ),
-    "Election": (
-        {"fair", "lock_extend", "lock_status", "waiter_keep", "election"},
-        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"},
-    ),
-    "MultiLock": ({"multi"}, {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS"}),
-    "Redlock": (
-        {"lock_acquire", "lock_release", "lock_extend", "lock_status", "redlock_fence"},
-        {"EVALSHA", "EVAL", "EXISTS", "INFO"},
-    ),
-    "MultiRedlock": ({"multi", "redlock_fence"}, {"EVALSHA", "EVAL", "EXISTS", "INFO"}),
-    "Once": (
-        {"fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep", "once_record"},
-        {"EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS", "GET"},
-    ),
+TOOLS: dict[str, tuple[set[str], set[str]]] = {
     "inspect": ({"inspect"}, {"EVALSHA", "EVAL"}),
     "CLI list": ({"inspect"}, {"EVALSHA", "EVAL", "SCAN"}),
     "CLI force-release": (
         {"inspect", "lock_force_release", "hold", "fair"},
         {"EVALSHA", "EVAL"},
     ),
+}
+"""The profiles of what is not a lock kind: inspect and the CLI's operator commands."""
+
+# What each profile runs: scripts (every command in them), and commands sent from Python:
+# a profile per kind of the kinds table (its scripts and commands), then the tools'.
+PROFILES: dict[str, tuple[set[str], set[str]]] = {
+    **{row.acl_profile: (set(row.scripts), set(row.commands)) for row in kinds.KINDS},
+    **TOOLS,
 }
 NOT_A_LOCK = {"fenced_write"}  # the CLI demo's guarded write at the protected resource
 
@@ -164,7 +143,7 @@ async def release_completes_without_its_tail(
 ) -> None:
     """Redis 6.2, a hold kind, ``drop`` in :data:`TAIL` refused: the release is done (not
     "refused" while the hold is gone), nothing is left without a TTL."""
-    full = documented()[kind.id]
+    full = documented()[profile_of(kind)]
     with user(admin, full) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
         aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)
@@ -214,8 +193,15 @@ def server(redis_server: RedisProcess, admin: redis.Redis) -> RedisProcess:
     return redis_server
 
 
+PROFILE_OF = {
+    **{row.name: row.acl_profile for row in kinds.KINDS},
+    **{part.name: row.acl_profile for row in kinds.KINDS for part in row.parts},
+}
+"""A generic row's id (a kind, or a side it hands out) -> its profile in docs/acl.md."""
+
+
 def profile_of(kind: Kind) -> str:
-    return {"WriteLock": "ReadWriteLock", "ReadLock": "ReadWriteLock"}.get(kind.id, kind.id)
+    return PROFILE_OF[kind.id]
 
 
 @pytest.mark.parametrize("kind", SINGLE, ids=lambda k: f"{k.id}-{k.flavour}")
@@ -262,6 +248,42 @@ async def test_every_kind_works_as_its_documented_user(
             two.close()
             client.close()
             await aclient.aclose()
+
+
+QUORUM = [k for k in KINDS if k.quorum]
+
+
+@pytest.mark.parametrize("kind", QUORUM, ids=lambda k: f"{k.id}-{k.flavour}")
+async def test_every_quorum_kind_works_as_its_documented_user(
+    kind: Kind, servers: list[RedisProcess], admins: list[redis.Redis]
+) -> None:
+    """Redlock and MultiRedlock over three masters, each with a user made from the kind's
+    line: acquire, extend, owned, refused while held, release, then taken by another."""
+    used, own = servers[:3], admins[:3]
+    with ExitStack() as stack:
+        auths = [stack.enter_context(user(a, documented()[profile_of(kind)])) for a in own]
+        masters = [master(s, **auth) for s, auth in zip(used, auths, strict=True)]
+        amasters = [amaster(s, **auth) for s, auth in zip(used, auths, strict=True)]
+        e = Env(None, None, masters, amasters, own)
+        one, two = Actor(kind), Actor(kind)
+        try:
+            first = Subject(kind, kind.build(e, "acl", {"ttl": 10}), one)
+            second = Subject(kind, kind.build(e, "acl", {"ttl": 10}), two)
+            assert await first.acquire(blocking=False)
+            await one.call(first.holder.extend, 5)
+            assert await one.call(first.holder.owned)
+            assert not await second.acquire(blocking=False)
+            await first.release()
+            assert await second.acquire(blocking=False)
+            await second.release()
+            for admin in own:
+                assert keys_without_ttl(admin) == []
+        finally:
+            one.close()
+            two.close()
+            for client in masters:
+                client.close()
+            await close_amasters(amasters)
 
 
 def test_the_redis_py_drop_in_works_as_its_documented_user(
@@ -315,13 +337,14 @@ def test_the_redis_py_drop_in_works_as_its_documented_user(
 
 
 LOCKISH = [k for k in KINDS if k.id in ("Lock", "MultiLock")]
-HASHED = [k for k in KINDS if k.id in ("RLock", "ReadWriteLock", "Semaphore")]
-"""Kinds on hold.lua, which checks every command it may run on each key it declares before
-it reads or writes (redis.acl_check_cmd): a refusal names its command and changes nothing."""
+HASHED = [k for k in KINDS if "hold" in PROFILES[profile_of(k)][0] and k.exclusive]
+"""Kinds on hold.lua (RLock, a ReadWriteLock's writer, Semaphore: the kinds table's rows that
+run it; the scenario needs an exclusive hold), which checks every command it may run on each
+key it declares before it reads or writes (redis.acl_check_cmd): a refusal names its command
+and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
 NEVER_RUN = {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")} | {
-    (kind, "UNSUBSCRIBE")
-    for kind in ("Lock", "RLock", "ReadWriteLock", "Semaphore", "FairLock", "MultiLock")
+    (profile, "UNSUBSCRIBE") for profile, (_, sent) in PROFILES.items() if "UNSUBSCRIBE" in sent
 }
 """Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
 waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases); and
@@ -333,7 +356,7 @@ reader's marker."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:
-    return [(kind, c) for c in sorted(allowed(documented()[kind.id]))]
+    return [(kind, c) for c in sorted(allowed(documented()[profile_of(kind)]))]
 
 
 async def scenario(
@@ -396,13 +419,13 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
     """Every command of a kind's profile taken out in turn: the first operation that needs it
     raises ``NoPermissionError`` naming it. hold.lua serves three kinds, so its profile has
     a command or two that one kind never runs (NEVER_RUN): without it, that kind works."""
-    with user(admin, documented()[kind.id], drop=drop) as auth:
+    with user(admin, documented()[profile_of(kind)], drop=drop) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
         aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)
         e = Env(client, aclient, [], [], [admin])
         subjects: list[Subject] = []
         try:
-            if (kind.id, drop) in NEVER_RUN:
+            if (profile_of(kind), drop) in NEVER_RUN:
                 await scenario(kind, e, admin, drop, subjects)
                 assert keys_without_ttl(admin) == []
                 return
@@ -462,7 +485,7 @@ async def test_a_refused_release_keeps_the_hold(
     if kind in HASHED and drop in TAIL and not scripts_check_the_acl(admin):
         await release_completes_without_its_tail(kind, drop, server, admin)
         return
-    full = documented()[kind.id]
+    full = documented()[profile_of(kind)]
     with user(admin, full) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
         aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)

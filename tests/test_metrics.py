@@ -127,6 +127,20 @@ async def test_asyncio_kinds_count_as_their_sync_name(
     assert got[key("redislock.hold.duration", **{"redislock.kind": "Semaphore"})] == 1
 
 
+def test_an_election_counts_as_election(client: redis.Redis, reader: InMemoryMetricReader) -> None:
+    """An Election's hold is counted under its own kind (it was "Lock" while the list of
+    kinds the metrics name was kept by hand and Election was missing from it)."""
+    before = points(reader)
+    election = redislock.Election(client, "leader", ttl=10)
+    with election.campaign(timeout=5):
+        pass
+    got = delta(before, points(reader), kind="Election")
+    elected = {"redislock.kind": "Election"}
+    assert got[key("redislock.acquires", **elected, outcome="acquired")] == 1
+    assert got[key("redislock.hold.duration", **elected)] == 1
+    assert not delta(before, points(reader), kind="Lock")
+
+
 def test_lost_lease_and_renewals_are_counted_once(
     client: redis.Redis, reader: InMemoryMetricReader
 ) -> None:

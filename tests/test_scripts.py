@@ -6,6 +6,7 @@ fencing, inspect, once, election), with the vocabulary of ``tests/scriptcases.py
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,15 +21,6 @@ from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
 from tests import clients
 from tests.scriptcases import norm
-from tests.test_scripts_compat import CASES as COMPAT_CASES
-from tests.test_scripts_election import CASES as ELECTION_CASES
-from tests.test_scripts_fair import CASES as FAIR_CASES
-from tests.test_scripts_fencing import CASES as FENCING_CASES
-from tests.test_scripts_hold import CASES as HOLD_CASES
-from tests.test_scripts_inspect import CASES as INSPECT_CASES
-from tests.test_scripts_lock import CASES as LOCK_CASES
-from tests.test_scripts_multi import CASES as MULTI_CASES
-from tests.test_scripts_once import CASES as ONCE_CASES
 
 pytestmark = [pytest.mark.servers, pytest.mark.pythons]  # dev.py's STAGES: where else it runs
 
@@ -41,17 +33,13 @@ FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
 RING_PART = PARTS["_ring.lua"]
 NAMES = sorted(SCRIPTS)
-CASES = [
-    *LOCK_CASES,
-    *HOLD_CASES,
-    *FAIR_CASES,
-    *MULTI_CASES,
-    *FENCING_CASES,
-    *INSPECT_CASES,
-    *COMPAT_CASES,
-    *ONCE_CASES,
-    *ELECTION_CASES,
-]
+CASE_MODULES = tuple(
+    importlib.import_module(f"tests.{path.stem}")
+    for path in sorted(Path(__file__).parent.glob("test_scripts_*.py"))
+)
+"""The script families' case files, ``tests/test_scripts_<family>.py``, each with its
+``CASES`` (found by name: a new family's file needs no entry here)."""
+CASES = [case for module in CASE_MODULES for case in module.CASES]
 
 
 def header(script: Script) -> list[str]:

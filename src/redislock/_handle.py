@@ -21,6 +21,7 @@ import weakref
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from redislock import _clients
+from redislock._core import kinds
 from redislock._core.lock import LockCore, LockStatistics, token_tag
 from redislock._core.options import LockOptions, MultiOptions, signature
 from redislock.errors import LockConfigError
@@ -32,21 +33,9 @@ _SENTINEL_POOLS = _clients.SENTINEL_POOLS
 _CLUSTERS = _clients.CLUSTERS
 CoreT = TypeVar("CoreT", bound=LockCore)
 
-_KINDS = frozenset(
-    {
-        "Lock",
-        "FairLock",
-        "RLock",
-        "ReadLock",
-        "WriteLock",
-        "ReadWriteLock",
-        "Semaphore",
-        "MultiLock",
-        "Redlock",
-        "MultiRedlock",
-    }
-)
-"""The kinds metrics name (:mod:`redislock.metrics`): the public classes, sync or asyncio."""
+_KINDS = kinds.metrics_labels()
+"""The kinds metrics name (:mod:`redislock.metrics`): the public classes of the kinds table
+(:mod:`redislock._core.kinds`) and the holders they hand out, sync or asyncio."""
 
 
 _SENTINEL_TYPES: dict[type, bool] = {}

@@ -242,8 +242,8 @@ class NoPermissionError(RedisLockError, _RedisNoPermissionError):
 class KindConflictError(RedisLockError, _RedisResponseError):
     """One lock name is used by two kinds whose keys cannot be shared (Redis ``WRONGTYPE``).
 
-    A ``Lock``, ``MultiLock``, ``FairLock`` or ``Redlock`` stores a string at the lock key;
-    an ``RLock``, ``ReadWriteLock`` or ``Semaphore`` stores a hash. Also a
+    A ``Lock``, ``FairLock``, ``MultiLock``, ``Redlock`` or ``MultiRedlock`` stores a string
+    at the lock key; an ``RLock``, ``ReadWriteLock`` or ``Semaphore`` stores a hash. Also a
     ``redis.exceptions.ResponseError`` whose message starts with ``WRONGTYPE`` (with a
     valkey-py client too: catch this class or :class:`RedisLockError`; it is not a
     ``valkey.exceptions.ResponseError``). Nothing was written. Use another name or another
@@ -252,7 +252,7 @@ class KindConflictError(RedisLockError, _RedisResponseError):
     Attributes:
         name: the lock name (None if the key is not a redislock lock key).
         key: the lock key that holds the other kind.
-        wanted: the kinds that were asked for, e.g. ``"Lock, MultiLock, FairLock or Redlock"``.
+        wanted: the kinds that were asked for, e.g. ``"Lock or FairLock"``.
         found: what the key holds, e.g. ``"a Semaphore"``.
     """
 

@@ -25,12 +25,13 @@ name                          type            unit   what
 ============================  ==============  =====  ========================================
 
 Attributes: ``redislock.kind`` (``Lock``, ``FairLock``, ``RLock``, ``ReadLock``,
-``WriteLock``, ``Semaphore``, ``MultiLock``, ``Redlock``, ``MultiRedlock``, ``RedisPyLock``:
-the sync and asyncio classes alike), and ``redislock.name`` only if :func:`configure` says
-so: lock names are often per order or per user, and a name per attribute value would
-explode a metrics backend's cardinality. The drop-ins for redis-py's ``Lock`` poll in
-redis-py's own loop: only their acquisitions (and errors) are counted, not each busy poll,
-and their ``acquire.duration`` is the successful poll's. With ``opentelemetry-api`` but no
+``WriteLock``, ``Semaphore``, ``MultiLock``, ``Redlock``, ``MultiRedlock``, ``Election``,
+``RedisPyLock``: the sync and asyncio classes alike; a ``Once`` counts as its ``Lock``),
+and ``redislock.name`` only if :func:`configure` says so: lock names are often per order or
+per user, and a name per attribute value would explode a metrics backend's cardinality.
+The drop-ins for redis-py's ``Lock`` poll in redis-py's own loop: only their acquisitions
+(and errors) are counted, not each busy poll, and their ``acquire.duration`` is the
+successful poll's. With ``opentelemetry-api`` but no
 SDK configured, the API's instruments do nothing, at about 1 µs per acquire and release.
 """
 

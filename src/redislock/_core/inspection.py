@@ -23,6 +23,7 @@ from redislock._core import validate
 from redislock._core.codec import decode_hold_value, decode_lock_value, permit_id, token_tag
 from redislock._core.election import LEADER_SUFFIX, LeaderInfo, advertised
 from redislock._core.keys import FairKeys, HoldKeys, LockKeys
+from redislock._core.kinds import StoredCode
 from redislock._core.ops import Eval, Flow, as_int, as_str
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import UnexpectedReplyError
@@ -40,10 +41,11 @@ __all__ = [
 
 _INSPECT = SCRIPTS["inspect"]
 
-Kind: TypeAlias = Literal["none", "lock", "fair", "rlock", "rwlock", "semaphore", "foreign"]
-"""What a name holds: ``"none"`` (nothing to tell the kind by), ``"lock"`` (a Lock, a
-MultiLock name, or a FairLock nobody waits for), ``"fair"`` (a FairLock or a Lock with a
-waiter queue: they share one), ``"rlock"``, ``"rwlock"``, ``"semaphore"``, or
+Kind: TypeAlias = Literal["none", StoredCode, "foreign"]
+"""What a name holds: ``"none"`` (nothing to tell the kind by), one of redislock's stored
+kinds (the kinds table's :data:`~redislock._core.kinds.STORED`: ``"lock"``, a Lock, a
+MultiLock name, or a FairLock nobody waits for; ``"fair"``, a FairLock or a Lock with a
+waiter queue: they share one; ``"rlock"``, ``"rwlock"``, ``"semaphore"``), or
 ``"foreign"`` (the lock key is a Redis type redislock never writes there)."""
 
 Role: TypeAlias = Literal["holder", "writer", "reader", "permit"]

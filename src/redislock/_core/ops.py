@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from redislock._clients import NO_PERMISSION_ERRORS, RESPONSE_ERRORS, errors_of
+from redislock._core import kinds
 from redislock._core.scripts import SCRIPTS, Script
 from redislock.errors import KindConflictError, NoPermissionError, UnexpectedReplyError
 
@@ -282,15 +283,15 @@ def script_error(exc: Exception) -> Exception | None:
     return None
 
 
-# What each script's lock key holds, for the error of a name shared by two kinds.
-_STRING_KINDS = "Lock, MultiLock, FairLock or Redlock"
-_HASH_KINDS = "RLock, ReadWriteLock or Semaphore"
-_WANTED = {"hold": _HASH_KINDS, "fair": "FairLock", "multi": "MultiLock"}
-_HOLD_MODES = {
-    "p": "a Semaphore",
-    "r": "a ReadWriteLock (read holds)",
-    "w": "an RLock or a ReadWriteLock's writer",
+# For the error of a name shared by two kinds, from the kinds table: the kinds each script
+# serves, the kinds that keep a string or a hash at the lock key, and a hold's kind by mode.
+_WANTED = {name: kinds.conflict_wanted(name) for name in SCRIPTS}
+_FOUND = {
+    key_type: f"{kinds_there} (a {key_type} at the lock key)"
+    for key_type in dict.fromkeys(stored.key_type for stored in kinds.STORED)
+    if (kinds_there := kinds.conflict_found(key_type)) is not None
 }
+_HOLD_MODES = kinds.hold_mode_found()
 _NAMED_KEY = re.compile(r"\(redislock key: (.*)\)\s*$")
 _WRONGTYPE_6_2 = re.compile(
     r"Error running script \(call to f_[0-9a-f]+\): @user_script:\d+: WRONGTYPE "
@@ -319,22 +320,21 @@ def error_flow(exc: Exception, op: Op) -> Flow[BaseException]:
     key = named[1] if named else (ev.keys[0] if ev.keys else "")
     if not key:
         return exc
-    wanted = _WANTED.get(ev.script.name, "Lock or Redlock")
+    wanted = _WANTED.get(ev.script.name) or kinds.conflict_wanted(ev.script.name)
     found = "another kind of lock (its keys under this name have other Redis types)"
     try:
         key_type = as_str((yield Call(("TYPE", key))))
-        if key_type == "string":
-            found = f"a {_STRING_KINDS} (a string at the lock key)"
-        elif key_type == "hash":
-            found = f"an {_HASH_KINDS} (a hash at the lock key)"
+        if key_type in _FOUND:
+            found = _FOUND[key_type]
+        elif key_type != "none":
+            found = f"a Redis {key_type}, not written by redislock"
+        if key_type == "hash":  # a hold hash: its holds' mode tells the kind
             sample = yield Call(("HRANDFIELD", key, 1, "WITHVALUES"))
             for item in _flat(sample):
                 mode = as_str(item)[:2]
                 if len(mode) == 2 and mode[1] == "|" and mode[0] in _HOLD_MODES:
                     found = _HOLD_MODES[mode[0]]
                     break
-        elif key_type != "none":
-            found = f"a Redis {key_type}, not written by redislock"
     except Exception:  # the probe is a courtesy: without it the message is more general
         pass
     name = None

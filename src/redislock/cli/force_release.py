@@ -19,6 +19,7 @@ from redislock.cli._common import EXIT_CODES, EXIT_USAGE, CliError
 from redislock.cli.render import (
     HOLD_KINDS,
     KIND_LABELS,
+    LEASE_KINDS,
     as_json,
     hold_text,
     holder_text,
@@ -78,7 +79,7 @@ def _not_ours(info: dict[str, Any]) -> str | None:
     kind = info["kind"]
     if kind == "foreign":
         return state_text(info)
-    if kind in ("lock", "fair") and info["held"] and info["holder"] is None:
+    if kind in LEASE_KINDS and info["held"] and info["holder"] is None:
         return "a string that is not a redislock lock value"
     if kind in HOLD_KINDS and info.get("unknown_fields"):
         fields = plural(info["unknown_fields"], "hash field")
@@ -127,7 +128,7 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
             else f"{label} {name!r} was not held"
         ) + _DELAY_ENDED * bool(ended & 2)
         now = inspect(client, name, prefix=prefix)
-        if now.kind in ("lock", "fair") and now.holders:
+        if now.kind in LEASE_KINDS and now.holders:
             h = now.holders[0]
             text += (
                 f"; now held by the next waiter: {h.host} pid {h.pid}, "

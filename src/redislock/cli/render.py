@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Final
 
+from redislock._core.kinds import STORED
 from redislock.inspection import HoldInfo, LockInfo
 
 __all__ = [
     "HOLD_KINDS",
     "KIND_LABELS",
+    "LEASE_KINDS",
     "as_json",
     "hold_text",
     "holder_text",
@@ -20,19 +22,19 @@ __all__ = [
     "state_text",
 ]
 
-KIND_LABELS: Final = {
+KIND_LABELS: Final[dict[str | None, str]] = {
     None: "lock",  # nothing there: shown as a free lock
-    "lock": "lock",
-    "fair": "fair lock",
-    "rlock": "reentrant lock",
-    "rwlock": "read-write lock",
-    "semaphore": "semaphore",
+    **{stored.code: stored.label for stored in STORED},
     "foreign": "key",
 }
-"""How ``inspect`` names each kind; the keys are the ``kind`` field of the JSON output."""
+"""How ``inspect`` names each kind (the kinds table's stored kinds); the keys are the
+``kind`` field of the JSON output."""
 
-HOLD_KINDS: Final = ("rlock", "rwlock", "semaphore")
+HOLD_KINDS: Final = tuple(stored.code for stored in STORED if stored.shape == "holds")
 """The kinds kept as a hash of holds (see scripts/hold.lua)."""
+
+LEASE_KINDS: Final = tuple(stored.code for stored in STORED if stored.shape == "lease")
+"""The kinds kept as one lock value, a string at the lock key (Lock, FairLock, ...)."""
 
 _MODES: Final = {"writer": "w", "reader": "r", "permit": "p"}
 

@@ -62,6 +62,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from redislock._core.kinds import KINDS
 from redislock.testing.history import JsonlWriter
 
 __all__ = [
@@ -81,23 +82,17 @@ __all__ = [
     "make_schedule",
 ]
 
-#: What a torture run locks (see :mod:`redislock.testing.torture`).
-SCENARIOS = (
-    "lock",
-    "rlock",
-    "rwlock",
-    "semaphore",
-    "fairlock",
-    "multilock",
-    "redlock",
-    "multiredlock",
-    "election",
-    "once",
-)
+#: What a torture run locks (see :mod:`redislock.testing.torture`): the kinds table's
+#: scenarios (:data:`redislock._core.kinds.KINDS`, ``torture``), in its order.
+SCENARIOS = tuple(row.torture for row in KINDS if row.torture is not None)
 #: Scenarios over several masters (Redlock's quorum).
-QUORUM_SCENARIOS = ("redlock", "multiredlock")
+QUORUM_SCENARIOS = tuple(
+    row.torture for row in KINDS if row.torture is not None and row.clients == "masters"
+)
 #: Scenarios that lock two names at a time (each logged as a hold of its own).
-MULTI_SCENARIOS = ("multilock", "multiredlock")
+MULTI_SCENARIOS = tuple(
+    row.torture for row in KINDS if row.torture is not None and row.names == "several"
+)
 #: Worker flavours: every worker sync, every worker asyncio, or both (odd ids asyncio).
 FLAVOURS = ("both", "sync", "asyncio")
 #: The negative controls: runs that must report violations.

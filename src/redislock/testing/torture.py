@@ -43,6 +43,7 @@ from typing import Any, cast
 
 import redis
 
+from redislock._core.kinds import KINDS
 from redislock._core.options import DEFAULT_WAITER_LEASE
 from redislock.server import RedisProcess, find_redis_server
 from redislock.testing.audit import Auditor
@@ -288,9 +289,9 @@ def _server_version(binary: str) -> tuple[int, ...]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-HANDOFF_SCENARIOS = ("lock", "fairlock", "election", "once")
-"""Scenarios whose waiters queue in fair.lua: Lock and FairLock, and the Lock an Election's
-contenders and a Once's callers wait for."""
+HANDOFF_SCENARIOS = tuple(row.torture for row in KINDS if row.torture and row.queues)
+"""Scenarios whose waiters queue in fair.lua (the kinds table's rows that run it): Lock and
+FairLock, and the Lock an Election's contenders and a Once's callers wait for."""
 
 
 def handoff_allowance(scenario: str) -> float:

@@ -67,6 +67,7 @@ import redis.asyncio
 import redislock
 from redislock import AcquireTimeoutError, LockLostError
 from redislock._core.keys import LockKeys
+from redislock._core.kinds import KINDS
 from redislock.testing.faults import MULTI_SCENARIOS, QUORUM_SCENARIOS
 from redislock.testing.history import History, JsonlWriter
 from redislock.testing.oracle import OracleClient
@@ -75,18 +76,10 @@ __all__ = ["main"]
 
 _UNKNOWN = (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError)
 
-_CLASSES = {
-    "lock": "Lock",
-    "rlock": "RLock",
-    "rwlock": "ReadWriteLock",
-    "semaphore": "Semaphore",
-    "redlock": "Redlock",
-    "fairlock": "FairLock",
-    "multilock": "MultiLock",
-    "multiredlock": "MultiRedlock",
-    "once": "Lock",  # the once-mutex control's plain mutex
-}
-"""Scenario -> the lock class (``Async`` + it for an asyncio worker)."""
+_CLASSES = {row.torture: row.uses or row.name for row in KINDS if row.torture is not None}
+"""Scenario -> the lock class (``Async`` + it for an asyncio worker), from the kinds table:
+the kind's own class, or the one whose lock it holds (the ``once`` scenario's once-mutex
+control runs a plain Lock; ``election`` and ``once`` cycles build their own objects)."""
 
 
 def _err(exc: BaseException) -> str:

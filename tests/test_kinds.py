@@ -26,7 +26,7 @@ from redislock._core.kinds import KINDS, STORED, KindSpec
 from redislock._core.options import LockOptions
 from redislock._core.scripts import SCRIPTS
 from redislock._handle import Handle, Holder, _label
-from redislock.cli import _parser
+from redislock.cli import build_parsers, parse
 from redislock.cli.render import HOLD_KINDS, KIND_LABELS, LEASE_KINDS
 from redislock.testing import faults, worker
 from redislock.testing.torture import HANDOFF_SCENARIOS, TortureConfig
@@ -177,7 +177,7 @@ def test_every_row_runs_as_its_documented_user_somewhere(row: KindSpec) -> None:
 @pytest.mark.parametrize("row", ids(tuple(r for r in KINDS if r.torture)))
 def test_every_torture_scenario_is_accepted_by_the_cli(row: KindSpec) -> None:
     assert row.torture is not None
-    args = _parser().parse_args(["torture", "--scenario", row.torture])
+    args = parse(build_parsers(), ["torture", "--scenario", row.torture])
     cfg = TortureConfig(
         scenario=args.scenario, masters=args.masters, names=args.names, permits=args.permits
     ).validated()

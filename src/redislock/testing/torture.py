@@ -303,6 +303,12 @@ def handoff_allowance(scenario: str) -> float:
     return DEFAULT_WAITER_LEASE if scenario in HANDOFF_SCENARIOS else 0.0
 
 
+RESTART_TIMEOUT = 120.0
+"""Seconds a restarted server may take to answer PING. It replays its append-only file,
+which grows over a run (17 MB after 13 minutes of a once run with persistence "always"),
+and a 2-core machine under load replays it slowly: once it took more than 10 s (the
+default), the runner stopped it, and the rest of that run had no server."""
+
 class _Run:
     """The machinery of one run; implements :class:`redislock.testing.faults.FaultTargets`."""
 
@@ -477,7 +483,7 @@ class _Run:
         proc.kill(signal.SIGKILL)
         if delay > 0:
             time.sleep(delay)
-        proc.start()
+        proc.start(RESTART_TIMEOUT)
         if self.auditor is not None:
             self.auditor.note_restart(server, self.cfg.persistence == "always")
 

@@ -164,9 +164,8 @@ class Case:
     extra: tuple[str, ...] = ()
 
 
-def held(token: str = TOKEN, px: int | None = 5000, fence: int | None = 1) -> tuple[str | int, ...]:
-    """Setup: ``token`` holds the Lock ``K`` with fencing token ``fence`` (None: a value of
-    the earlier format, whose token is the legacy counter)."""
+def held(token: str = TOKEN, px: int | None = 5000, fence: int = 1) -> tuple[str | int, ...]:
+    """Setup: ``token`` holds the Lock ``K`` with fencing token ``fence``."""
     value = encode_lock_value(token, META, fence)
     return ("SET", K.lock, value) if px is None else ("SET", K.lock, value, "PX", px)
 
@@ -305,9 +304,7 @@ def facq(
     return fair_args("acquire", token, lease_ms, META, waiter_ms, queue_max)
 
 
-def fheld(
-    token: str = TOKEN, px: int = 5000, meta: str = META, fence: int | None = 1
-) -> tuple[Arg, ...]:
+def fheld(token: str = TOKEN, px: int = 5000, meta: str = META, fence: int = 1) -> tuple[Arg, ...]:
     return ("SET", F.lock, encode_lock_value(token, meta, fence), "PX", px)
 
 
@@ -387,9 +384,7 @@ def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:
     return multi_args("acquire", token=token, ms=10000, meta=META, marker_ms=marker_ms)
 
 
-def mheld(
-    keys: LockKeys, token: str = TOKEN, px: int = 5000, fence: int | None = 1
-) -> tuple[Arg, ...]:
+def mheld(keys: LockKeys, token: str = TOKEN, px: int = 5000, fence: int = 1) -> tuple[Arg, ...]:
     """Setup: ``token`` holds ``keys`` as a Lock would (for ``px`` ms more)."""
     return ("SET", keys.lock, encode_lock_value(token, META, fence), "PX", px)
 

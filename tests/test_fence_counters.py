@@ -21,7 +21,6 @@ from redis.crc import key_slot
 
 import redislock
 from redislock import FairLock, Lock, MultiLock, ReadWriteLock, RLock, Semaphore
-from redislock._core.codec import encode_lock_value, encode_meta
 from redislock._core.keys import FENCE_SUFFIX, LockKeys
 from redislock._core.lock import DONE_MS
 from redislock.server import RedisProcess
@@ -184,30 +183,6 @@ def test_multilock_moves_each_names_legacy_counter(admin: redis.Redis, client: r
     assert tokens["acct}2"] > 200
     assert tokens["zzz"] > 300
     assert all(admin.exists(LockKeys.for_name(n).legacy_fence) == 0 for n in names)
-
-
-def test_a_hold_of_the_earlier_format_is_read_with_its_legacy_token(
-    admin: redis.Redis, client: redis.Redis
-) -> None:
-    """A hold taken by an earlier version (value ``<token>|<meta>``, token in the legacy
-    counter) is still understood: adopt() and inspect() give its token; the next holder
-    gets a greater one."""
-    keys = LockKeys.for_name("old-hold")
-    token = "f" * 32
-    admin.set(keys.lock, encode_lock_value(token, encode_meta("old", 7, 1)), px=5000)
-    admin.set(keys.legacy_fence, 77)
-    adopted = Lock(client, "old-hold", ttl=10)
-    adopted.adopt(token)
-    assert adopted.fencing_token == 77
-    info = redislock.inspect(client, "old-hold")
-    assert (info.holders[0].pid, info.holders[0].fencing_token, info.fencing_counter) == (
-        7,
-        77,
-        77,
-    )
-    adopted.release()
-    assert take("lock", client, "old-hold") == 78
-    assert admin.exists(keys.legacy_fence) == 0
 
 
 # ------------------------------------------------------------------ bounded memory

@@ -500,11 +500,11 @@ async def test_a_client_of_the_wrong_flavour_is_refused(
 def test_decode_reply_reads_resp3_false_as_nil() -> None:
     """Over RESP3 a script's ``false`` may arrive as False rather than None."""
     token = "a" * 32
-    value = encode_lock_value(token, "h|1|1700000000000")
+    value = encode_lock_value(token, "h|1|1700000000000", 3)
     reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000, False]
     info = decode_reply("n", key("n"), [*reply, False])
     assert (info.kind, info.fencing_counter, info.permits, info.ttl) == ("lock", 0, None, 5.0)
-    assert holder_of(info).token_tag == token_tag(token)
+    assert (holder_of(info).token_tag, holder_of(info).fencing_token) == (token_tag(token), 3)
     assert info.leader is None
 
 

@@ -415,22 +415,6 @@ CASES = [
         after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.fence)],
     ),
     Case(
-        # The fast path peeks at the counters and writes nothing when its SET NX fails: an
-        # earlier version's holder keeps its token (the legacy counter) and no token burns.
-        "fair-acquire-single-try-on-an-earlier-versions-hold-writes-nothing",
-        "fair",
-        FAIR,
-        facq(waiter_ms=0),
-        ["busy", Between(5000 - SLACK, 5000)],
-        setup=[fheld(OTHER, fence=None), ("SET", F.legacy_fence, 9), ("SET", F.fence, 4)],
-        after=[
-            (("GET", F.lock), f"{OTHER}|{META}"),
-            (("GET", F.legacy_fence), "9"),
-            (("GET", F.fence), "4"),
-            *absent(F.queue, F.leases),
-        ],
-    ),
-    Case(
         "fair-acquire-fast-path-takes-the-greater-counter",  # slot counter ahead of legacy
         "fair",
         FAIR,
@@ -631,13 +615,9 @@ CASES = [
         FAIR,
         fair_args("cancel"),
         ["ok", 5, Between(8000 - SLACK, 8000)],
-        setup=[
-            fheld(TOKEN, 8000, WMETA, fence=None),  # a hold of the earlier format
-            ("SET", F.legacy_fence, 5),
-            *waiter(OTHER),
-        ],
+        setup=[fheld(TOKEN, 8000, WMETA, fence=5), ("SET", F.fence, 7), *waiter(OTHER)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # it holds the lock now
+            (("GET", F.lock), f"{TOKEN}|5|{WMETA}"),  # it holds the lock now
             (("LRANGE", F.queue, 0, -1), [OTHER]),
             *absent(F.grant),
         ],

@@ -1028,8 +1028,8 @@ CASES = [
         HOLD,
         acq(),
         Error("WRONGTYPE"),
-        setup=[("SET", H.lock, f"{OTHER}|{META}", "PX", 5000)],
-        after=[(("GET", H.lock), f"{OTHER}|{META}"), *absent(H.fence)],
+        setup=[("SET", H.lock, f"{OTHER}|1|{META}", "PX", 5000)],
+        after=[(("GET", H.lock), f"{OTHER}|1|{META}"), *absent(H.fence)],
     ),
     Case(
         "hold-unknown-op",

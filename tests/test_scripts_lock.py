@@ -136,19 +136,6 @@ CASES = [
         ],
     ),
     Case(
-        "acquire-sent-again-to-a-hold-of-the-earlier-format-answers-the-legacy-counter",
-        "lock_acquire",
-        ACQ,
-        (TOKEN, 10000, META, 0),
-        ["ok", 5],
-        setup=[held(px=2000, fence=None), ("SET", K.legacy_fence, 5), ("SET", K.fence, 9)],
-        after=[
-            (("GET", K.lock), f"{TOKEN}|{META}"),
-            (("GET", K.legacy_fence), "5"),
-            (("GET", K.fence), "9"),
-        ],
-    ),
-    Case(
         "acquire-key-without-ttl",
         "lock_acquire",
         ACQ,
@@ -396,26 +383,17 @@ CASES = [
     Case(
         "status-ok",
         "lock_status",
-        (K.lock, K.legacy_fence),
+        (K.lock,),
         (TOKEN,),
         ["ok", Between(4000, 5000), 17],
         setup=[held(fence=17), ("SET", K.fence, 20)],  # the holder's token, not the counter
         after=[(("GET", K.lock), f"{TOKEN}|17|{META}")],
     ),
-    Case(
-        "status-ok-earlier-format",
-        "lock_status",
-        (K.lock, K.legacy_fence),
-        (TOKEN,),
-        ["ok", Between(4000, 5000), 17],
-        setup=[held(fence=None), ("SET", K.legacy_fence, 17)],
-        after=[(("GET", K.lock), f"{TOKEN}|{META}")],
-    ),
-    Case("status-gone", "lock_status", (K.lock, K.legacy_fence), (TOKEN,), ["gone", 0, 0]),
+    Case("status-gone", "lock_status", (K.lock,), (TOKEN,), ["gone", 0, 0]),
     Case(
         "status-taken",
         "lock_status",
-        (K.lock, K.legacy_fence),
+        (K.lock,),
         (TOKEN,),
         ["taken", 0, 0],
         setup=[held(OTHER)],
@@ -423,7 +401,7 @@ CASES = [
     Case(
         "status-token-prefix-is-not-ownership",
         "lock_status",
-        (K.lock, K.legacy_fence),
+        (K.lock,),
         (TOKEN[:-1],),
         ["taken", 0, 0],
         setup=[held()],
@@ -478,14 +456,14 @@ CASES = [
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
     ),
     # ---------------------------------------------------------------- lock_renew
-    # K holds a value with the holder's token in it, K2 one of the earlier format: both renew.
+    # K and K2 hold values of TOKEN (with their fencing tokens 1 and 2): both renew.
     Case(
         "renew-many-as-extend-max",
         "lock_renew",
         (K.lock, K2.lock, K3.lock),
         (f"{TOKEN} 9000 {TOKEN} 2000 {TOKEN} 9000",),
         [["ok", 9000], ["ok", Between(4000, 5000)], ["gone", 0]],
-        setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
+        setup=[held(), ("SET", K2.lock, f"{TOKEN}|2|{META}", "PX", 5000)],
         after=[
             (("PTTL", K.lock), Between(8500, 9000)),
             (("PTTL", K2.lock), Between(4000, 5000)),  # never shortened
@@ -498,7 +476,7 @@ CASES = [
         (K.lock, K2.lock),
         (f"{OTHER} 9000 {TOKEN} 9000",),
         [["taken", 0], ["ok", 9000]],
-        setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
+        setup=[held(), ("SET", K2.lock, f"{TOKEN}|2|{META}", "PX", 5000)],
         after=[
             (("PTTL", K.lock), Between(4000, 5000)),
             (("GET", K.lock), f"{TOKEN}|1|{META}"),
@@ -517,7 +495,7 @@ def test_evalsha_runs_the_loaded_script(r: redis.Redis) -> None:
     script = SCRIPTS["lock_status"]
     r.script_load(script.source)
     command(r, *held(fence=3))
-    reply = norm(r.evalsha(script.sha, 2, K.lock, K.legacy_fence, TOKEN))
+    reply = norm(r.evalsha(script.sha, 1, K.lock, TOKEN))
     assert reply == ["ok", Between(4000, 5000), 3]
 
 

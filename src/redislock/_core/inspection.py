@@ -63,8 +63,7 @@ class HoldInfo:
         host: host name of the holder (as the holder's process saw it).
         pid: process id of the holder.
         hold_count: re-entries counted (RLock, ReadWriteLock); 1 for the other kinds.
-        fencing_token: the hold's fencing token (stored with the hold; a Lock hold taken by
-            an earlier version stores none: its token is the name's legacy counter).
+        fencing_token: the hold's fencing token (stored with the hold).
         lease_remaining: seconds left on the hold's lease, by the server's clock; None for a
             Lock key without a TTL (not written by redislock, or PERSISTed).
         acquired_at: Unix time of the acquisition, in seconds, by the holder's clock.
@@ -255,7 +254,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
             host=stored.host,
             pid=stored.pid,
             hold_count=1,
-            fencing_token=legacy if stored.fence is None else stored.fence,
+            fencing_token=stored.fence,
             lease_remaining=base["ttl"],
             acquired_at=stored.acquired_ms / 1000.0,
             token_tag=token_tag(stored.token),

@@ -5,8 +5,7 @@ one hash tag), so one script can touch them all even in Redis Cluster.
 For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
 
     P{N}          the lock: string "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>" with a PX
-                  TTL (``<fence>`` is the holder's fencing token; values written by earlier
-                  versions, "<token>|<host>|<pid>|<acquired_unix_ms>", are still read)
+                  TTL (``<fence>`` is the holder's fencing token)
     P{T}:slotfence  the fencing counter of N's hash slot (see below), INCR on every
                   acquisition of every name of that slot, never expires
     P{T}:slotrel  the release ring of N's hash slot: a bit per recent fencing token of the

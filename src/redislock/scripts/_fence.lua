@@ -10,8 +10,7 @@
 -- run this version: an older one would INCR a fresh legacy counter from 1.
 -- Keys and the commands run on them (for preflight in _acl.lua): the counter GET, SET, INCR;
 -- the legacy key GET, DEL.
--- A lock value is "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>"; earlier versions wrote
--- "<token>|<host>|<pid>|<acquired_unix_ms>", whose holder's token is the legacy counter.
+-- A lock value is "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>": the holder's token is in it.
 
 -- The next fencing token of a name: returns fence, or (error reply, command) if a command
 -- failed (the counter may have been raised; it never goes down).
@@ -51,13 +50,8 @@ local function peek_fence(counter, legacy)
   return n + 1
 end
 
--- The fencing token stored in lock value v (a holder's own), or for a value of the earlier
--- format the legacy counter (while such a hold lasts, it is that hold's token): returns
--- fence, or (error reply, command).
-local function held_fence(v, legacy)
-  local f = string.match(v, '^[^|]*|(%d+)|[^|]*|[^|]*|[^|]*$')
-  if f then return tonumber(f) end
-  local old = redis.pcall('GET', legacy)
-  if bad(old) then return old, 'GET' end
-  return tonumber(old or '0')
+-- The fencing token stored in lock value v (a holder's own, as the scripts write it); 0 for
+-- a value without one (not written by redislock).
+local function held_fence(v)
+  return tonumber(string.match(v, '^[^|]*|(%d+)|[^|]*|[^|]*|[^|]*$') or '0')
 end

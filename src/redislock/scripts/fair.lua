@@ -343,9 +343,7 @@ if op == 'acquire' then
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
     forget(token)
     settle()
-    local fence, no = held_fence(v, KEYS[6])
-    if no then return failed(no, fence) end
-    return {'ok', fence, redis.call('PTTL', KEYS[1])}
+    return {'ok', held_fence(v), redis.call('PTTL', KEYS[1])}
   end
   local held_off = KEYS[10] and not v and redis.call('PTTL', KEYS[10])
   if held_off == -2 then held_off = nil end
@@ -435,9 +433,7 @@ end
 if op == 'cancel' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then
-    local fence, no = held_fence(v, KEYS[6])
-    if no then return failed(no, fence) end
-    return {'ok', fence, redis.call('PTTL', KEYS[1])}
+    return {'ok', held_fence(v), redis.call('PTTL', KEYS[1])}
   end
   forget(token)
   if not v then

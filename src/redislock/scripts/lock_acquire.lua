@@ -41,9 +41,7 @@ if bad(v) then return failed('GET', v) end
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   r = redis.pcall('PEXPIRE', KEYS[1], ARGV[2])
   if bad(r) then return failed('PEXPIRE', r) end
-  fence, no = held_fence(v, KEYS[4])
-  if no then return failed(no, fence) end
-  return {'ok', fence}
+  return {'ok', held_fence(v)}
 end
 if ARGV[4] ~= '0' then
   r = redis.pcall('SET', KEYS[3], '1', 'PX', ARGV[4])

@@ -127,8 +127,7 @@ if op == 'acquire' then
   for i = 1, n do
     local fence, no
     if values[i] then
-      fence, no = held_fence(values[i], KEYS[4 * i])
-      if no then return undo(no, fence) end
+      fence = held_fence(values[i])
     else
       fence, no = next_fence(KEYS[4 * i - 2], KEYS[4 * i])
       if no then return undo(no, fence) end

@@ -170,7 +170,7 @@ def held(token: str = TOKEN, px: int | None = 5000, fence: int = 1) -> tuple[str
     return ("SET", K.lock, value) if px is None else ("SET", K.lock, value, "PX", px)
 
 
-ACQ = (K.lock, K.fence, K.wait, K.legacy_fence)
+ACQ = (K.lock, K.fence, K.wait)
 REL = (K.lock, K.wait, K.wake, K.done)
 GONE = 0  # EXISTS reply
 
@@ -178,7 +178,7 @@ GONE = 0  # EXISTS reply
 H = HoldKeys.for_name("job")
 HOLD = tuple(H)
 F = FairKeys.for_name("job")
-FAIR = (F.lock, F.fence, F.queue, F.leases, F.info, F.legacy_fence)
+FAIR = (F.lock, F.fence, F.queue, F.leases, F.info)
 THIRD = "c" * 32
 FOURTH = "d" * 32
 TAGGED = "0bad." + "e" * 32  # a token of redislock._core.lock.queue_token
@@ -347,10 +347,10 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
 
 
 # multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do),
-# so of one fencing counter (M1.fence == M2.fence), each with its own legacy counter.
+# so of one fencing counter (M1.fence == M2.fence).
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
 M3 = LockKeys.for_name("job}3")
-MACQ = (M1.lock, M1.fence, M1.wait, M1.legacy_fence, M2.lock, M2.fence, M2.wait, M2.legacy_fence)
+MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
 Q1, Q2 = FairKeys.of(M1.lock), FairKeys.of(M2.lock)  # their queues of Lock / FairLock waiters
 MREL = (
     *(M1.lock, M1.wait, M1.wake, M1.done, Q1.queue, Q1.leases),

@@ -297,7 +297,7 @@ def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
     keys = LockKeys.for_name(name, prefix)
     assert keys.lock == f"{prefix}{{{name}}}"
     assert LockKeys.name_of(keys.lock, prefix) == name
-    subs = (keys.wait, keys.wake, keys.done, keys.legacy_fence)
+    subs = (keys.wait, keys.wake, keys.done)
     for sub in subs:
         assert sub.startswith(keys.lock)
         assert LockKeys.name_of(sub, prefix) is None
@@ -308,7 +308,7 @@ def test_keys_round_trip_and_share_one_slot(name: str, prefix: str) -> None:
     # So is the release ring: the counter's hash tag, its own suffix.
     assert keys.ring == keys.fence.removesuffix(":slotfence") + ":slotrel"
     assert LockKeys.name_of(keys.ring, prefix) is None
-    assert len({keys.lock, keys.fence, keys.ring, *subs}) == 7
+    assert len({keys.lock, keys.fence, keys.ring, *subs}) == 6
     slots = {key_slot(k.encode("utf-8")) for k in (keys.lock, keys.fence, keys.ring, *subs)}
     assert len(slots) == 1
     # The hash tag is never empty: the slot is that of the text up to the first '}'.

@@ -173,12 +173,14 @@ def test_fence_part_touches_only_the_keys_it_is_given() -> None:
     ``KEYS[n]``: see the next test)."""
     code = "\n".join(line.split("--", 1)[0] for line in FENCE_PART.decode().splitlines())
     calls = _CALL.findall(code)
-    assert {cmd for cmd, _ in calls} == {"GET", "SET", "DEL", "INCR"}
-    assert {first.strip() for _, first in calls} == {"counter", "legacy"}
+    assert {(cmd, first.strip()) for cmd, first in calls} == {
+        ("GET", "counter"),
+        ("INCR", "counter"),
+    }
     assert "KEYS" not in code
     assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
-        ("next_fence", "counter, legacy"),
-        ("peek_fence", "counter, legacy"),
+        ("next_fence", "counter"),
+        ("peek_fence", "counter"),
         ("held_fence", "v"),
     ]
 
@@ -211,13 +213,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     source = source.replace(RING_PART.decode(), "")
     own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
-    key = (
-        r"KEYS\[[^\]]+\]?\]"
-        if name == "multi"
-        else r"K\.[fl]"
-        if name == "hold"
-        else r"KEYS\[\d+\]"
-    )
+    key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"K\.f" if name == "hold" else r"KEYS\[\d+\]"
     for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":
@@ -256,7 +252,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             continue
         if name == "hold":
             # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[13]'s letters.
-            assert re.fullmatch(r"K\.[hfwkrspdlx]", first.strip()), f"{command} {first}"
+            assert re.fullmatch(r"K\.[hfwkrspdx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
             assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K

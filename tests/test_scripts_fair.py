@@ -76,19 +76,6 @@ CASES = [
         ],
     ),
     Case(
-        "fair-acquire-moves-the-legacy-counter-in",
-        "fair",
-        FAIR,
-        facq(),
-        ["ok", 1001, 10000],
-        setup=[("SET", F.legacy_fence, 1000)],
-        after=[
-            (("GET", F.lock), f"{TOKEN}|1001|{META}"),
-            (("GET", F.fence), "1001"),
-            *absent(F.legacy_fence, F.queue, F.leases, F.info),
-        ],
-    ),
-    Case(
         "fair-acquire-free-continues-the-fence",
         "fair",
         FAIR,
@@ -111,21 +98,6 @@ CASES = [
             *queue_ttl(6000 - SLACK, 6000),  # a new queue: twice the waiter lease
             (("GET", F.lock), f"{OTHER}|1|{META}"),
             (("GET", F.fence), "7"),  # no fencing token burnt on failure
-        ],
-    ),
-    Case(
-        "fair-acquire-busy-reports-the-legacy-counter-if-higher",
-        "fair",
-        FAIR,
-        facq(waiter_ms=3000),
-        # The counter a later grant's token is above: the legacy one (moved in by that
-        # grant's next_fence), not the lower slot counter; a busy try writes neither.
-        ["busy", Between(5000 - SLACK, 5000), 9],
-        setup=[fheld(OTHER), ("SET", F.fence, 3), ("SET", F.legacy_fence, 9)],
-        after=[
-            (("LRANGE", F.queue, 0, -1), [TOKEN]),
-            (("GET", F.fence), "3"),
-            (("GET", F.legacy_fence), "9"),
         ],
     ),
     Case(
@@ -413,19 +385,6 @@ CASES = [
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[fheld(OTHER)],
         after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.fence)],
-    ),
-    Case(
-        "fair-acquire-fast-path-takes-the-greater-counter",  # slot counter ahead of legacy
-        "fair",
-        FAIR,
-        facq(),
-        ["ok", 8, 10000],
-        setup=[("SET", F.legacy_fence, 3), ("SET", F.fence, 7)],
-        after=[
-            (("GET", F.lock), f"{TOKEN}|8|{META}"),
-            (("GET", F.fence), "8"),
-            *absent(F.legacy_fence, F.queue),
-        ],
     ),
     Case(
         "fair-acquire-fast-path-foreign-counter",  # not an integer: refused, nothing written
@@ -836,7 +795,7 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     assert op.script is SCRIPTS["fair"]
     assert op.keys == FULL_DELAY
     assert sent(op.args) == sent((*facq(), 0))
-    assert op.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))  # pre-encoded
+    assert op.encoded == (op.script.sha.encode(), b"9", *sent(FULL_DELAY))  # pre-encoded
     single = fair_core._acquire_op(TOKEN, META, 0)  # a single try: waiter_ms 0
     assert sent(single.args) == sent((*facq(waiter_ms=0), 0))
     cancel = fair_core._cancel_op(TOKEN)
@@ -845,5 +804,5 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     release = fair_core._fenced_release(TOKEN, 7)
     assert release.keys == FULL_DELAY
     assert sent(release.args) == sent((*fair_args("release"), 7))
-    assert release.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))
+    assert release.encoded == (op.script.sha.encode(), b"9", *sent(FULL_DELAY))
     assert sent(fair_core._release_op(TOKEN).args) == sent((*fair_args("release"), 0))

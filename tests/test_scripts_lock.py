@@ -62,28 +62,6 @@ CASES = [
         ],
     ),
     Case(
-        "acquire-moves-the-legacy-counter-into-the-slot-counter",
-        "lock_acquire",
-        ACQ,
-        (TOKEN, 10000, META, 0),
-        ["ok", 1001],
-        setup=[("SET", K.legacy_fence, 1000), ("SET", K.fence, 7)],
-        after=[
-            (("GET", K.lock), f"{TOKEN}|1001|{META}"),
-            (("GET", K.fence), "1001"),
-            (("EXISTS", K.legacy_fence), GONE),  # the name keeps no key of its own
-        ],
-    ),
-    Case(
-        "acquire-keeps-a-greater-slot-counter-over-the-legacy-one",
-        "lock_acquire",
-        ACQ,
-        (TOKEN, 10000, META, 0),
-        ["ok", 51],
-        setup=[("SET", K.legacy_fence, 10), ("SET", K.fence, 50)],
-        after=[(("GET", K.fence), "51"), (("EXISTS", K.legacy_fence), GONE)],
-    ),
-    Case(
         "acquire-free-continues-the-fence",
         "lock_acquire",
         ACQ,
@@ -101,11 +79,10 @@ CASES = [
         ACQ,
         (TOKEN, 10000, META, 0),
         ["busy", Between(4000, 5000)],
-        setup=[held(OTHER), ("SET", K.fence, 7), ("SET", K.legacy_fence, 3)],
+        setup=[held(OTHER), ("SET", K.fence, 7)],
         after=[
             (("GET", K.lock), f"{OTHER}|1|{META}"),
             (("GET", K.fence), "7"),  # no fencing token burnt on failure
-            (("GET", K.legacy_fence), "3"),  # nor the legacy counter moved
             (("EXISTS", K.wait), GONE),
         ],
     ),

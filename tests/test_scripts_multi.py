@@ -64,30 +64,15 @@ CASES = [
         ],
     ),
     Case(
-        "multi-acquire-moves-each-legacy-counter-in",
-        "multi",
-        MACQ,
-        macq(),
-        ["ok", 1001, 1002],
-        setup=[("SET", M1.legacy_fence, 1000), ("SET", M2.legacy_fence, 7), ("SET", M1.fence, 5)],
-        after=[
-            (("GET", M1.lock), f"{TOKEN}|1001|{META}"),
-            (("GET", M2.lock), f"{TOKEN}|1002|{META}"),
-            (("GET", M1.fence), "1002"),
-            *absent(M1.legacy_fence, M2.legacy_fence),
-        ],
-    ),
-    Case(
         "multi-acquire-busy-takes-nothing",
         "multi",
         MACQ,
         macq(marker_ms=0),
         ["busy", Between(4000, 5000), 2],
-        setup=[mheld(M2, OTHER), ("SET", M1.fence, 7), ("SET", M1.legacy_fence, 3)],
+        setup=[mheld(M2, OTHER), ("SET", M1.fence, 7)],
         after=[
             (("GET", M2.lock), f"{OTHER}|1|{META}"),
             (("GET", M1.fence), "7"),  # no fencing token burnt
-            (("GET", M1.legacy_fence), "3"),  # nor the legacy counter moved
             *absent(M1.lock, M1.wait, M2.wait),
         ],
     ),

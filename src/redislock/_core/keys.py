@@ -12,8 +12,6 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   slot, set by its holder's release (scripts/_ring.lua), so a release sent
                   again after a lost reply answers "ok" however many holders came since;
                   at most 1 KiB, never expires (Lock, FairLock and the drop-ins)
-    P{N}:fence    legacy: the per-name counter of earlier versions; the first script that
-                  issues a token to N moves it into the slot counter and deletes it
     P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
                   marker exists; each process's waiters listen on one shared subscription
@@ -153,15 +151,13 @@ def fence_key(lock_key: str) -> str:
 
 class LockKeys(NamedTuple):
     """The Redis keys of one lock. ``fence`` is the slot's fencing counter and ``ring`` its
-    release ring, shared with the other names of the slot; ``legacy_fence`` the per-name
-    counter of earlier versions."""
+    release ring, shared with the other names of the slot."""
 
     lock: str
     fence: str
     wait: str
     wake: str
     done: str
-    legacy_fence: str
     ring: str
 
     @classmethod
@@ -175,7 +171,6 @@ class LockKeys(NamedTuple):
             wait=base + ":wait",
             wake=base + ":wake",
             done=base + ":done",
-            legacy_fence=base + ":fence",
             ring=fence[: -len(FENCE_SUFFIX)] + RING_SUFFIX,
         )
 
@@ -196,7 +191,6 @@ _HOLD_ROLES = {
     "s": "rwake",
     "p": "permits",
     "d": "released",
-    "l": "legacy_fence",
     "x": "expiry",
 }
 """hold.lua's key role letters (its ARGV[13]) and the :class:`HoldKeys` field each names."""
@@ -217,7 +211,6 @@ class HoldKeys(NamedTuple):
     rwake: str
     permits: str
     released: str
-    legacy_fence: str
     expiry: str
     """The expiry index: a sorted set, owner token -> the end of its lease (hold.lua)."""
 
@@ -238,7 +231,6 @@ class HoldKeys(NamedTuple):
             rwake=base + ":rwake",
             permits=base + ":permits",
             released=base + ":released",
-            legacy_fence=base + ":fence",
             expiry=base + ":expiry",
         )
 
@@ -257,7 +249,6 @@ class FairKeys(NamedTuple):
     leases: str
     info: str
     grant: str
-    legacy_fence: str
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> FairKeys:
@@ -275,7 +266,6 @@ class FairKeys(NamedTuple):
             leases=base + ":qleases",
             info=base + ":qinfo",
             grant=base + GRANT_SUFFIX,
-            legacy_fence=base + ":fence",
         )
 
     def grant_for(self, token: str) -> str:

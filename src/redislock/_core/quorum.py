@@ -273,7 +273,7 @@ class RedlockCore(LockCore):
         keys = self.keys
         op = Eval(
             _ACQUIRE,
-            (keys.lock, keys.fence, keys.wait, keys.legacy_fence),
+            (keys.lock, keys.fence, keys.wait),
             (token, self.lease_ms, meta, 0),
         )
         replies = yield self._all(op, self._decider(("busy",)))

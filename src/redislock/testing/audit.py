@@ -18,9 +18,8 @@ has a 0.2 s timeout; connections are re-made after errors):
   absence: an interval closes only on a successful snapshot that lacks the hold (after a
   restart without persistence that is the first successful poll). Every ``scan_every``
   polls it also SCANs ``<prefix>*`` and PTTLs every key: a key that is not a fencing counter
-  (``…:slotfence``, or an earlier version's ``…:fence``), a release ring (``…:slotrel``)
-  nor a permit count (``…:permits``)
-  with no TTL is a :class:`TtlViolation`.
+  (``…:slotfence``), a release ring (``…:slotrel``) nor a permit count (``…:permits``) with
+  no TTL is a :class:`TtlViolation`.
 * the **MONITOR reader** keeps a shadow of every lock key (string value and expiry, hash
   fields) from the writes it sees, and flags a :class:`ForeignTouch` when a script deletes,
   expires or overwrites a lock key or hold that, per the shadow, belonged to another token
@@ -511,7 +510,7 @@ class Auditor(Startable):
         checked = [
             k
             for k in keys
-            if not k.endswith((FENCE_SUFFIX.encode(), RING_SUFFIX.encode(), b":fence", b":permits"))
+            if not k.endswith((FENCE_SUFFIX.encode(), RING_SUFFIX.encode(), b":permits"))
         ]
         if not checked:
             return

@@ -183,6 +183,12 @@ THIRD = "c" * 32
 FOURTH = "d" * 32
 TAGGED = "0bad." + "e" * 32  # a token of redislock._core.lock.queue_token
 TAGGED2 = "c0fe." + "f" * 32  # another process's
+# Lock's and FairLock's owner tokens in fair.lua's cases: every one is a queue_token, whose
+# process tag names the channel its grants go to (these four: four processes).
+QTOKEN = "a0a0." + "a" * 28
+QOTHER = "b0b0." + "b" * 28
+QTHIRD = "c0c0." + "c" * 28
+QFOURTH = "d0d0." + "d" * 28
 WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
 
@@ -275,7 +281,7 @@ def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
     ]
 
 
-def fair_args(op: str, token: str = TOKEN, *own: Arg) -> tuple[Arg, ...]:
+def fair_args(op: str, token: str = QTOKEN, *own: Arg) -> tuple[Arg, ...]:
     """fair.lua's ARGV, laid out as ``FairCore`` lays it out: the op, the token, then the
     op's own arguments (acquire: lease_ms, meta, waiter_ms, queue_max; release and force:
     done_ms; cancel: none)."""
@@ -299,12 +305,12 @@ def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
 
 
 def facq(
-    token: str = TOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
+    token: str = QTOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
 ) -> tuple[Arg, ...]:
     return fair_args("acquire", token, lease_ms, META, waiter_ms, queue_max)
 
 
-def fheld(token: str = TOKEN, px: int = 5000, meta: str = META, fence: int = 1) -> tuple[Arg, ...]:
+def fheld(token: str = QTOKEN, px: int = 5000, meta: str = META, fence: int = 1) -> tuple[Arg, ...]:
     return ("SET", F.lock, encode_lock_value(token, meta, fence), "PX", px)
 
 
@@ -340,7 +346,7 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
         (("GET", F.lock), f"{token}|{fence}|{WMETA}"),
         (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
         (("GET", F.fence), str(fence)),
-        # on the channel of the waiter's process (a token without a process tag: the name's)
+        # on the channel of the waiter's process
         (("PUBLISHED", F.grant_for(token)), [f"{FairKeys.tag(token)}|{fence}"]),
         *not_queued(token),
     ]

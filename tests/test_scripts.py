@@ -227,23 +227,19 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     for command, first in calls:
         if command.upper() == "TIME":  # no key
             continue
-        if (
-            name == "fair"
-            and command.upper() == "PUBLISH"
-            and first.strip() == "grant_channel(grant"
-        ):
-            # Not a key: a waiter's process's grant channel, from the name's grant channel
-            # (its lock key KEYS[1] and GRANT_SUFFIX) and the waiter's token (_queue.lua).
+        if name == "fair" and command.upper() == "PUBLISH" and first.strip() == "channel":
+            # Not a key: a waiter's process's grant channel, from the base of the name's
+            # grant channels (its lock key KEYS[1] and GRANT_SUFFIX) and the waiter's token
+            # (_queue.lua).
             assert "local grant = KEYS[1] .. ':grant'" in code
+            assert "local channel = grant_channel(grant, head)" in code
             assert GRANT_SUFFIX == ":grant"
             continue
         if name == "multi" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
             # Not a key: a freed name's waiter's process's grant channel, from its lock key
             # (KEYS), ARGV[10] and the waiter's token (_queue.lua).
-            assert re.search(
-                r"heads\[#heads \+ 1\] = \{grant_channel\(locks\[i\] \.\. ARGV\[10\], head\),",
-                code,
-            )
+            assert "local channel = grant_channel(locks[i] .. ARGV[10], head)" in code
+            assert "heads[#heads + 1] = {channel, " in code
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are

@@ -85,7 +85,8 @@ __all__ = [
 
 DEFAULT_PREFIX = "redislock:"
 GRANT_SUFFIX = ":grant"
-"""A name's grant channel is ``<lock key>:grant`` (:attr:`FairKeys.grant`)."""
+"""A name's grant channels are ``<lock key>:grant:<process tag>`` (:meth:`FairKeys.grant_for`;
+:attr:`FairKeys.grant` is their base)."""
 
 SLOTS: Final = 16384
 """Hash slots of Redis Cluster (and of the fencing counters, on any server)."""
@@ -249,6 +250,8 @@ class FairKeys(NamedTuple):
     leases: str
     info: str
     grant: str
+    """The base of the name's grant channels (pub/sub channels, not keys): see
+    :meth:`grant_for`."""
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> FairKeys:
@@ -269,12 +272,17 @@ class FairKeys(NamedTuple):
         )
 
     def grant_for(self, token: str) -> str:
-        """The channel a grant to waiter ``token`` is published on (fair.lua's
-        ``grant_channel``): ``<grant>:<process tag>`` for a token of
-        ``redislock._core.lock.queue_token``, so only the waiting process is woken;
-        :attr:`grant` for a token without a tag."""
+        """The channel a grant to waiter ``token`` (one of
+        ``redislock._core.lock.queue_token``'s) is published on (fair.lua's
+        ``grant_channel``): ``<grant>:<process tag>``, so only the waiting process is woken.
+
+        Raises:
+            ValueError: ``token`` has no process tag (fair.lua publishes no grant for it).
+        """
         head, dot, _ = token.partition(".")
-        return f"{self.grant}:{head}" if dot else self.grant
+        if not dot:
+            raise ValueError("a waiter's token starts with its process tag and a dot")
+        return f"{self.grant}:{head}"
 
     @staticmethod
     def tag(token: str) -> str:

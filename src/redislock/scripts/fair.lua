@@ -2,8 +2,8 @@
 -- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
 -- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
 -- is skipped about one waiter lease after it stopped renewing; and a release grants the
--- lock to the next live waiter itself (one message on the name's grant channel, tagged for
--- exactly that waiter), so the waiter needs no further round trip to take it, and the
+-- lock to the next live waiter itself (one message on its process's grant channel of the
+-- name, tagged for exactly that waiter), so the waiter needs no further round trip to take it, and the
 -- releasing client cannot take it back.
 -- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
 -- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
@@ -45,11 +45,11 @@
 -- ARGV[3] fence         the hold's fencing token (from its acquire), for the release ring:
 --                       a release sent again finds it released there; 0: not known
 -- force: ARGV op, "" (no token)
--- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
--- channel, not a key); a grant PUBLISHes "<tag>|<fence>", where tag = sha1(token)[1..20] of
--- the waiter granted, to that waiter's process's channel "<grant channel>:<process tag>"
--- (see _queue.lua: grant_channel); multi.lua's release publishes "<tag>|0" there (a
--- wake-up: try again now).
+-- The name's grant channels are KEYS[1] .. ":grant:<process tag>" (FairKeys.grant_for,
+-- GRANT_SUFFIX; pub/sub channels, not keys); a grant PUBLISHes "<tag>|<fence>", where tag =
+-- sha1(token)[1..20] of the waiter granted, to that waiter's process's channel (see
+-- _queue.lua: grant_channel); multi.lua's release publishes "<tag>|0" there (a wake-up:
+-- try again now).
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
@@ -237,7 +237,7 @@ elseif op == 'release' then
   end
 end
 
-local grant = KEYS[1] .. ':grant'  -- the name's grant channel (see above)
+local grant = KEYS[1] .. ':grant'  -- the base of the name's grant channels (see above)
 
 -- ACL (docs/acl.md): each command this script may run on each key it declares (and on the
 -- grant channel) is checked before anything is read or written, so a refused one makes the
@@ -251,7 +251,6 @@ do
     k4, 'DEL', k4, 'PEXPIRE', k4, 'ZADD', k4, 'ZCARD', k4, 'ZRANGEBYSCORE', k4, 'ZREM',
     k4, 'ZSCORE',
     k5, 'DEL', k5, 'HDEL', k5, 'HGET', k5, 'HSET', k5, 'PEXPIRE',
-    grant, 'PUBLISH',  -- a waiter of an earlier version (see _queue.lua)
     grant .. ':0', 'PUBLISH',  -- a process's channel (any tag: checked as one)
   }
   if KEYS[6] then
@@ -331,7 +330,8 @@ local function grant_next()
     redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   end
   forget(head)
-  redis.call('PUBLISH', grant_channel(grant, head), grant_tag(head) .. '|' .. fence)
+  local channel = grant_channel(grant, head)
+  if channel then redis.call('PUBLISH', channel, grant_tag(head) .. '|' .. fence) end
   settle()
   return true
 end

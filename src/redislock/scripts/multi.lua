@@ -25,8 +25,8 @@
 -- ARGV[8] op_id         extend "add", optional: random per call; a call that finds its op_id in
 --                       the first name's done key was applied already (as lock_extend.lua)
 -- ARGV[9] done_ms       release, extend with ARGV[8]: how long the done key remembers it, milliseconds
--- ARGV[10] grant_suffix release: a name's grant channel is <lock key> .. grant_suffix
---                       (":grant"; see _queue.lua, fair.lua)
+-- ARGV[10] grant_suffix release: a name's grant channels are <lock key> .. grant_suffix ..
+--                       ":<process tag>" (grant_suffix ":grant"; see _queue.lua, fair.lua)
 -- returns acquire: {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --                  {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                                        TTL); nothing was written but name i's waiters marker
@@ -190,7 +190,8 @@ if op == 'release' then
       local ends = redis.pcall('ZSCORE', KEYS[6 * i], head)
       if bad(ends) then return failed('ZSCORE', ends) end
       if ends and tonumber(ends) > now then
-        heads[#heads + 1] = {grant_channel(locks[i] .. ARGV[10], head), grant_tag(head) .. '|0'}
+        local channel = grant_channel(locks[i] .. ARGV[10], head)
+        if channel then heads[#heads + 1] = {channel, grant_tag(head) .. '|0'} end
         break
       end
       k = k + 1

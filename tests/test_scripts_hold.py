@@ -906,7 +906,7 @@ CASES = [
         after=absent(H.lock, H.expiry),  # the ended holds go with the keys
     ),
     Case(
-        "hold-index-rebuilt-from-a-hash-without-one",  # as an older version left it
+        "hold-index-rebuilt-from-a-hash-without-one",  # its index deleted by hand
         "hold",
         HOLD,
         hold_args("count", ""),

@@ -42,10 +42,12 @@
 --                       keeps each mode in its own score band until the year 2286), so the
 --                       live holds of a mode are the scores in (BAND + now, BAND + SPAN).
 --                       Same TTL as KEYS[1]. Its size always equals the hash's: when they
---                       differ (a hash written before this index existed, by an older
---                       version or by hand), the call rebuilds the index from the hash once
---                       (HGETALL, O(n)) before it does anything else. The hash is the record:
---                       a hold is pruned only if its hash value says its lease ended.
+--                       differ (a field or the index changed by hand, or a call that a
+--                       refused command stopped between a write of the hash and of the index
+--                       on Redis 6.2, which has no ACL preflight), the call rebuilds the index
+--                       from the hash once (HGETALL, O(n)) before it does anything else. The
+--                       hash is the record: a hold is pruned only if its hash value says its
+--                       lease ended.
 -- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)

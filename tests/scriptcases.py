@@ -164,14 +164,13 @@ class Case:
     extra: tuple[str, ...] = ()
 
 
-def held(token: str = TOKEN, px: int | None = 5000, fence: int | None = 1) -> tuple[str | int, ...]:
-    """Setup: ``token`` holds the Lock ``K`` with fencing token ``fence`` (None: a value of
-    the earlier format, whose token is the legacy counter)."""
+def held(token: str = TOKEN, px: int | None = 5000, fence: int = 1) -> tuple[str | int, ...]:
+    """Setup: ``token`` holds the Lock ``K`` with fencing token ``fence``."""
     value = encode_lock_value(token, META, fence)
     return ("SET", K.lock, value) if px is None else ("SET", K.lock, value, "PX", px)
 
 
-ACQ = (K.lock, K.fence, K.wait, K.legacy_fence)
+ACQ = (K.lock, K.fence, K.wait)
 REL = (K.lock, K.wait, K.wake, K.done)
 GONE = 0  # EXISTS reply
 
@@ -179,11 +178,17 @@ GONE = 0  # EXISTS reply
 H = HoldKeys.for_name("job")
 HOLD = tuple(H)
 F = FairKeys.for_name("job")
-FAIR = (F.lock, F.fence, F.queue, F.leases, F.info, F.legacy_fence)
+FAIR = (F.lock, F.fence, F.queue, F.leases, F.info)
 THIRD = "c" * 32
 FOURTH = "d" * 32
 TAGGED = "0bad." + "e" * 32  # a token of redislock._core.lock.queue_token
 TAGGED2 = "c0fe." + "f" * 32  # another process's
+# Lock's and FairLock's owner tokens in fair.lua's cases: every one is a queue_token, whose
+# process tag names the channel its grants go to (these four: four processes).
+QTOKEN = "a0a0." + "a" * 28
+QOTHER = "b0b0." + "b" * 28
+QTHIRD = "c0c0." + "c" * 28
+QFOURTH = "d0d0." + "d" * 28
 WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
 
@@ -276,7 +281,7 @@ def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
     ]
 
 
-def fair_args(op: str, token: str = TOKEN, *own: Arg) -> tuple[Arg, ...]:
+def fair_args(op: str, token: str = QTOKEN, *own: Arg) -> tuple[Arg, ...]:
     """fair.lua's ARGV, laid out as ``FairCore`` lays it out: the op, the token, then the
     op's own arguments (acquire: lease_ms, meta, waiter_ms, queue_max; release and force:
     done_ms; cancel: none)."""
@@ -300,14 +305,12 @@ def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
 
 
 def facq(
-    token: str = TOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
+    token: str = QTOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
 ) -> tuple[Arg, ...]:
     return fair_args("acquire", token, lease_ms, META, waiter_ms, queue_max)
 
 
-def fheld(
-    token: str = TOKEN, px: int = 5000, meta: str = META, fence: int | None = 1
-) -> tuple[Arg, ...]:
+def fheld(token: str = QTOKEN, px: int = 5000, meta: str = META, fence: int = 1) -> tuple[Arg, ...]:
     return ("SET", F.lock, encode_lock_value(token, meta, fence), "PX", px)
 
 
@@ -343,17 +346,17 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
         (("GET", F.lock), f"{token}|{fence}|{WMETA}"),
         (("PTTL", F.lock), Between(lease_ms - SLACK, lease_ms)),
         (("GET", F.fence), str(fence)),
-        # on the channel of the waiter's process (a token without a process tag: the name's)
+        # on the channel of the waiter's process
         (("PUBLISHED", F.grant_for(token)), [f"{FairKeys.tag(token)}|{fence}"]),
         *not_queued(token),
     ]
 
 
 # multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do),
-# so of one fencing counter (M1.fence == M2.fence), each with its own legacy counter.
+# so of one fencing counter (M1.fence == M2.fence).
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
 M3 = LockKeys.for_name("job}3")
-MACQ = (M1.lock, M1.fence, M1.wait, M1.legacy_fence, M2.lock, M2.fence, M2.wait, M2.legacy_fence)
+MACQ = (M1.lock, M1.fence, M1.wait, M2.lock, M2.fence, M2.wait)
 Q1, Q2 = FairKeys.of(M1.lock), FairKeys.of(M2.lock)  # their queues of Lock / FairLock waiters
 MREL = (
     *(M1.lock, M1.wait, M1.wake, M1.done, Q1.queue, Q1.leases),
@@ -387,9 +390,7 @@ def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:
     return multi_args("acquire", token=token, ms=10000, meta=META, marker_ms=marker_ms)
 
 
-def mheld(
-    keys: LockKeys, token: str = TOKEN, px: int = 5000, fence: int | None = 1
-) -> tuple[Arg, ...]:
+def mheld(keys: LockKeys, token: str = TOKEN, px: int = 5000, fence: int = 1) -> tuple[Arg, ...]:
     """Setup: ``token`` holds ``keys`` as a Lock would (for ``px`` ms more)."""
     return ("SET", keys.lock, encode_lock_value(token, META, fence), "PX", px)
 

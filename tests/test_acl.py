@@ -343,16 +343,18 @@ run it; the scenario needs an exclusive hold), which checks every command it may
 key it declares before it reads or writes (redis.acl_check_cmd): a refusal names its command
 and changes nothing."""
 FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
-NEVER_RUN = {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")} | {
-    (profile, "UNSUBSCRIBE") for profile, (_, sent) in PROFILES.items() if "UNSUBSCRIBE" in sent
-}
+NEVER_RUN = (
+    {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
+    | {(profile, "UNSUBSCRIBE") for profile, (_, sent) in PROFILES.items() if "UNSUBSCRIBE" in sent}
+    | {("RLock", "GET"), ("Semaphore", "SET")}
+)
 """Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
-waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases); and
+waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases);
 UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
-channel stays subscribed until the connection closes). Every kind's acquisition may run GET
-and SET on the fencing counter (moving a name's legacy per-name counter into its slot's), so
-RLock needs GET and Semaphore SET, though RLock reads no permit count and Semaphore sets no
-reader's marker."""
+channel stays subscribed until the connection closes); and of the hold profile, which has
+every command hold.lua runs for any of its kinds, GET for an RLock (only a Semaphore's call
+reads a permit count) and SET for a Semaphore (only a ReadWriteLock's reader sets a marker;
+a Semaphore's ``set_permits``, which the scenario does not call, sends SET itself)."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:

@@ -358,7 +358,7 @@ def test_a_step_back_during_a_hold_call_ends_no_key_before_its_holds(
     the call ran (until the next call, a reader's status told of a lease its hash would not
     last; the auditor flagged the PEXPIRE). They now expire when the latest lease ends
     (PEXPIREAT). The call here takes a read hold and rebuilds the expiry index of 20,000
-    readers' holds (written without one, as an older version left them): the step lands
+    readers' holds (written without one, as a hash filled by hand is): the step lands
     inside it."""
     with Auditor([server.client_kwargs()], names=["job"], poll_interval=1.0) as auditor:
         assert auditor.sync(timeout=3.0)

@@ -882,9 +882,8 @@ def test_slot_migration_of_a_held_lock_sync(
     if kind == "rlock":
         # hold.lua declares only the keys a call touches: owned and locked are one-key
         # calls that follow ASK, an extend needs the hash and its expiry index, so it fails
-        # only while they are on different masters. A try also declares the fencing counter
-        # and the name's legacy per-name counter, which is usually absent (it is read to move
-        # it into the slot counter), so a rival's try may get TRYAGAIN at every stage.
+        # only while they are on different masters. A try also declares the fencing counter,
+        # which may be absent, so a rival's try may get TRYAGAIN at every stage.
         assert set(seen) <= {
             "split: extend ClusterError",
             "migrating: rival try ClusterError",

@@ -81,13 +81,12 @@ def enqueue_ghost(admin: redis.Redis, name: str, waiter_ms: int = 500) -> str:
     token = os.urandom(16).hex()
     reply: Any = admin.eval(
         SCRIPTS["fair"].source,
-        6,
+        5,
         keys.lock,
         keys.fence,
         keys.queue,
         keys.leases,
         keys.info,
-        keys.legacy_fence,
         "acquire",
         token,
         30_000,

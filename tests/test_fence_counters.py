@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Fencing counters per hash slot, on real servers: tokens strictly increase per name across
 holders, kinds and the names that share a slot's counter; across a restart with AOF; on a
-Cluster; and across the upgrade from per-name counters (``<prefix>{N}:fence``). A released
-name leaves no key of its own behind once the TTLs of its short-lived keys have run out.
+Cluster. A released name leaves no key of its own behind once the TTLs of its short-lived
+keys have run out.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from redis.crc import key_slot
 
 import redislock
 from redislock import FairLock, Lock, MultiLock, ReadWriteLock, RLock, Semaphore
-from redislock._core.codec import encode_lock_value, encode_meta
 from redislock._core.keys import FENCE_SUFFIX, LockKeys
 from redislock._core.lock import DONE_MS
 from redislock.server import RedisProcess
@@ -148,68 +147,6 @@ def test_a_retried_acquire_answers_the_holders_own_token(
     again.release()
 
 
-# ------------------------------------------------------------------ the upgrade
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_legacy_per_name_counter_is_moved_into_the_slot_counter(
-    admin: redis.Redis, client: redis.Redis, kind: str
-) -> None:
-    """A Redis with the per-name counters of an earlier version: the next token of each
-    name is greater than its old counter, and the old key is gone."""
-    name = f"upgraded-{kind}"
-    keys = LockKeys.for_name(name)
-    admin.set(keys.legacy_fence, 1000)
-    assert take(kind, client, name) == 1001
-    assert admin.exists(keys.legacy_fence) == 0
-    assert admin.get(keys.fence) == "1001"
-    assert take(kind, client, name) == 1002
-    # Another name of the slot whose old counter is lower continues from the slot's.
-    other = names_in_one_slot(2, name)[1]
-    admin.set(LockKeys.for_name(other).legacy_fence, 5)
-    assert take(kind, client, other) == 1003
-    assert admin.exists(LockKeys.for_name(other).legacy_fence) == 0
-
-
-def test_multilock_moves_each_names_legacy_counter(admin: redis.Redis, client: redis.Redis) -> None:
-    names = ["acct}1", "acct}2", "zzz"]
-    for i, name in enumerate(names):
-        admin.set(LockKeys.for_name(name).legacy_fence, 100 * (i + 1))
-    multi = MultiLock(client, names, ttl=10)
-    assert multi.acquire(timeout=5)
-    tokens = multi.fencing_tokens
-    multi.release()
-    assert tokens is not None
-    assert tokens["acct}1"] > 100
-    assert tokens["acct}2"] > 200
-    assert tokens["zzz"] > 300
-    assert all(admin.exists(LockKeys.for_name(n).legacy_fence) == 0 for n in names)
-
-
-def test_a_hold_of_the_earlier_format_is_read_with_its_legacy_token(
-    admin: redis.Redis, client: redis.Redis
-) -> None:
-    """A hold taken by an earlier version (value ``<token>|<meta>``, token in the legacy
-    counter) is still understood: adopt() and inspect() give its token; the next holder
-    gets a greater one."""
-    keys = LockKeys.for_name("old-hold")
-    token = "f" * 32
-    admin.set(keys.lock, encode_lock_value(token, encode_meta("old", 7, 1)), px=5000)
-    admin.set(keys.legacy_fence, 77)
-    adopted = Lock(client, "old-hold", ttl=10)
-    adopted.adopt(token)
-    assert adopted.fencing_token == 77
-    info = redislock.inspect(client, "old-hold")
-    assert (info.holders[0].pid, info.holders[0].fencing_token, info.fencing_counter) == (
-        7,
-        77,
-        77,
-    )
-    adopted.release()
-    assert take("lock", client, "old-hold") == 78
-    assert admin.exists(keys.legacy_fence) == 0
-
-
 # ------------------------------------------------------------------ bounded memory
 
 
@@ -286,18 +223,13 @@ def test_cluster_tokens_increase_per_name_and_counters_live_in_each_slot(
             seen[name].append(take(KINDS[(i + round_) % len(KINDS)], rc, name))
     for name, seq in seen.items():
         assert seq[0] < seq[1], (name, seq)
-    # A legacy counter on a cluster node is moved in too.
-    legacy = LockKeys.for_name("cl-legacy")
-    rc.set(legacy.legacy_fence, 500)
-    assert take("lock", rc, "cl-legacy") > 500
-    assert rc.exists(legacy.legacy_fence) == 0
     counters = 0
     for node in cluster.masters():
         slots = node.view()[node.id].slots
         for key in node.admin.scan_iter(match=f"*{FENCE_SUFFIX}"):
             assert key_slot(str(key).encode()) in slots
             counters += 1
-    assert counters == len({slot_of(n) for n in [*names, "cl-legacy"]})
+    assert counters == len({slot_of(n) for n in names})
     multi = MultiLock(rc, [*names[:3], "other-0", "other-1"], ttl=10)
     assert multi.acquire(timeout=5)
     assert multi.fencing_tokens is not None

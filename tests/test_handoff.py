@@ -144,7 +144,7 @@ def test_processes_take_turns_without_double_grant(
 def queue_dead_waiter(client: redis.Redis, token: str, waiter_ms: int = 1000) -> None:
     """A waiter that queues (as a Lock's first try does) and then never renews nor listens."""
     script = SCRIPTS["fair"]
-    keys = (F.lock, F.fence, F.queue, F.leases, F.info, F.legacy_fence)
+    keys = (F.lock, F.fence, F.queue, F.leases, F.info)
     args = ("acquire", token, 10000, "dead-host|1|0", waiter_ms, NO_QUEUE_LIMIT)
     reply = client.eval(script.source, len(keys), *keys, *args)
     assert reply[0] in (b"busy", "busy")

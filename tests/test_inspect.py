@@ -500,22 +500,22 @@ async def test_a_client_of_the_wrong_flavour_is_refused(
 def test_decode_reply_reads_resp3_false_as_nil() -> None:
     """Over RESP3 a script's ``false`` may arrive as False rather than None."""
     token = "a" * 32
-    value = encode_lock_value(token, "h|1|1700000000000")
-    reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000, False]
+    value = encode_lock_value(token, "h|1|1700000000000", 3)
+    reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000]
     info = decode_reply("n", key("n"), [*reply, False])
     assert (info.kind, info.fencing_counter, info.permits, info.ttl) == ("lock", 0, None, 5.0)
-    assert holder_of(info).token_tag == token_tag(token)
+    assert (holder_of(info).token_tag, holder_of(info).fencing_token) == (token_tag(token), 3)
     assert info.leader is None
 
 
 def test_decode_reply_trusts_a_leader_key_of_the_holders_term_only() -> None:
     value = encode_lock_value("a" * 32, "h|1|1700000000000", 7)
-    reply = ["string", value, [], 5000, "7", 0, 0, None, [], [], 1_700_000_000_000, None]
+    reply = ["string", value, [], 5000, "7", 0, 0, None, [], [], 1_700_000_000_000]
     info = decode_reply("n", key("n"), [*reply, "7|node-a|10.0.0.7:8080"])
     assert info.leader == LeaderInfo("node-a", 7, "10.0.0.7:8080")
     for stale in ("6|node-a|x", "7||x", "garbage"):  # an earlier term's key, or not ours
         assert decode_reply("n", key("n"), [*reply, stale]).leader is None
-    free: list[Any] = ["none", None, [], -2, "7", 0, 0, None, [], [], 1_700_000_000_000, None]
+    free: list[Any] = ["none", None, [], -2, "7", 0, 0, None, [], [], 1_700_000_000_000]
     assert decode_reply("n", key("n"), [*free, "7|node-a|x"]).leader is None  # nobody holds
 
 

@@ -450,15 +450,15 @@ def test_acquire_is_idempotent_for_a_retried_script(flavor: Flavor) -> None:
 
     script = SCRIPTS["lock_acquire"]
     k = LockKeys.for_name("retried")
-    keys = (k.lock, k.fence, k.wait, k.legacy_fence)
+    keys = (k.lock, k.fence, k.wait)
     args = ("a" * 32, 10_000, "host|1|0", 0)
-    first = flavor.admin.eval(script.source, 4, *keys, *args)
+    first = flavor.admin.eval(script.source, 3, *keys, *args)
     flavor.admin.incr(k.fence)  # another name of the slot takes the next token meanwhile
-    again = flavor.admin.eval(script.source, 4, *keys, *args)
+    again = flavor.admin.eval(script.source, 3, *keys, *args)
     assert first == ["ok", 1]
     assert again == ["ok", 1]  # the holder's own token, not the counter's value
     assert flavor.admin.get(k.fence) == "2"
-    other = flavor.admin.eval(script.source, 4, *keys, "b" * 32, 10_000, "host|2|0", 0)
+    other = flavor.admin.eval(script.source, 3, *keys, "b" * 32, 10_000, "host|2|0", 0)
     assert other[0] == "busy"
 
 

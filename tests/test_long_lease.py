@@ -119,7 +119,7 @@ def test_extend_by_more_than_an_hour_warns(admin: redis.Redis) -> None:
             lock.extend(5000, replace=True)
         assert caught[0].filename == __file__
         assert admin.pttl("redislock:{job}") > 4_990_000  # and it was done
-    compat = RedisPyLock(admin, "legacy", timeout=60)
+    compat = RedisPyLock(admin, "drop-in", timeout=60)
     assert compat.acquire()
     with pytest.warns(LongLeaseWarning, match=r"^additional_time=7200 "):
         compat.extend(7200)

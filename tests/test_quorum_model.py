@@ -48,12 +48,11 @@ class Master:
         assert isinstance(op, Eval), op
         name = op.script.name
         if name == "lock_acquire":
-            lock, fence, _wait, legacy = op.keys
+            lock, fence, _wait = op.keys
             token = str(op.args[0])
             held = self.data.get(lock)
-            if held is None:  # the legacy per-name counter is moved in first (_fence.lua)
-                counter = max(self.data.get(fence, 0), self.data.pop(legacy, 0))
-                self.data[fence] = counter + 1
+            if held is None:
+                self.data[fence] = self.data.get(fence, 0) + 1
                 self.data[lock] = (token, self.data[fence])  # the value keeps the token
                 return ["ok", self.data[fence]]
             if held[0] == token:

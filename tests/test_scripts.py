@@ -161,13 +161,15 @@ def test_fence_part_touches_only_the_keys_it_is_given() -> None:
     ``KEYS[n]``: see the next test)."""
     code = "\n".join(line.split("--", 1)[0] for line in FENCE_PART.decode().splitlines())
     calls = _CALL.findall(code)
-    assert {cmd for cmd, _ in calls} == {"GET", "SET", "DEL", "INCR"}
-    assert {first.strip() for _, first in calls} == {"counter", "legacy"}
+    assert {(cmd, first.strip()) for cmd, first in calls} == {
+        ("GET", "counter"),
+        ("INCR", "counter"),
+    }
     assert "KEYS" not in code
     assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
-        ("next_fence", "counter, legacy"),
-        ("peek_fence", "counter, legacy"),
-        ("held_fence", "v, legacy"),
+        ("next_fence", "counter"),
+        ("peek_fence", "counter"),
+        ("held_fence", "v"),
     ]
 
 
@@ -199,17 +201,11 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     source = source.replace(RING_PART.decode(), "")
     own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
-    key = (
-        r"KEYS\[[^\]]+\]?\]"
-        if name == "multi"
-        else r"K\.[fl]"
-        if name == "hold"
-        else r"KEYS\[\d+\]"
-    )
+    key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"K\.f" if name == "hold" else r"KEYS\[\d+\]"
     for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":
-            keys = keys[1:]  # the first argument is a lock value
+            keys = []  # its one argument is a lock value, not a key
         elif helper in _RING_KEYS:
             keys = keys[: _RING_KEYS[helper]]  # then a fencing token
         assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
@@ -219,23 +215,19 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     for command, first in calls:
         if command.upper() == "TIME":  # no key
             continue
-        if (
-            name == "fair"
-            and command.upper() == "PUBLISH"
-            and first.strip() == "grant_channel(grant"
-        ):
-            # Not a key: a waiter's process's grant channel, from the name's grant channel
-            # (its lock key KEYS[1] and GRANT_SUFFIX) and the waiter's token (_queue.lua).
+        if name == "fair" and command.upper() == "PUBLISH" and first.strip() == "channel":
+            # Not a key: a waiter's process's grant channel, from the base of the name's
+            # grant channels (its lock key KEYS[1] and GRANT_SUFFIX) and the waiter's token
+            # (_queue.lua).
             assert "local grant = KEYS[1] .. ':grant'" in code
+            assert "local channel = grant_channel(grant, head)" in code
             assert GRANT_SUFFIX == ":grant"
             continue
         if name == "multi" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
             # Not a key: a freed name's waiter's process's grant channel, from its lock key
             # (KEYS), ARGV[10] and the waiter's token (_queue.lua).
-            assert re.search(
-                r"heads\[#heads \+ 1\] = \{grant_channel\(locks\[i\] \.\. ARGV\[10\], head\),",
-                code,
-            )
+            assert "local channel = grant_channel(locks[i] .. ARGV[10], head)" in code
+            assert "heads[#heads + 1] = {channel, " in code
             continue
         if name == "multi":
             # The documented exception: one script over a chunk of names. Its keys are
@@ -244,7 +236,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             continue
         if name == "hold":
             # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[13]'s letters.
-            assert re.fullmatch(r"K\.[hfwkrspdlx]", first.strip()), f"{command} {first}"
+            assert re.fullmatch(r"K\.[hfwkrspdx]", first.strip()), f"{command} {first}"
             assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
             put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
             assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K

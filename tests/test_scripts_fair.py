@@ -12,15 +12,16 @@ from redislock._core.keys import FairKeys
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FAIR,
-    FOURTH,
     META,
     OTHER,
+    QFOURTH,
+    QOTHER,
+    QTHIRD,
+    QTOKEN,
     QUEUE_PX,
     SLACK,
     TAGGED,
     TAGGED2,
-    THIRD,
-    TOKEN,
     WMETA,
     At,
     Between,
@@ -68,24 +69,11 @@ CASES = [
         facq(),
         ["ok", 1, 10000],
         after=[
-            (("GET", F.lock), f"{TOKEN}|1|{META}"),
+            (("GET", F.lock), f"{QTOKEN}|1|{META}"),
             (("PTTL", F.lock), Between(10000 - SLACK, 10000)),
             (("GET", F.fence), "1"),
             (("PTTL", F.fence), -1),
             *absent(F.queue, F.leases, F.info),
-        ],
-    ),
-    Case(
-        "fair-acquire-moves-the-legacy-counter-in",
-        "fair",
-        FAIR,
-        facq(),
-        ["ok", 1001, 10000],
-        setup=[("SET", F.legacy_fence, 1000)],
-        after=[
-            (("GET", F.lock), f"{TOKEN}|1001|{META}"),
-            (("GET", F.fence), "1001"),
-            *absent(F.legacy_fence, F.queue, F.leases, F.info),
         ],
     ),
     Case(
@@ -95,7 +83,7 @@ CASES = [
         facq(waiter_ms=0),
         ["ok", 42, 10000],
         setup=[("SET", F.fence, 41)],
-        after=[(("GET", F.lock), f"{TOKEN}|42|{META}"), (("GET", F.fence), "42")],
+        after=[(("GET", F.lock), f"{QTOKEN}|42|{META}"), (("GET", F.fence), "42")],
     ),
     Case(
         "fair-acquire-busy-enqueues",
@@ -103,29 +91,14 @@ CASES = [
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(5000 - SLACK, 5000), 7],
-        setup=[fheld(OTHER), ("SET", F.fence, 7)],
+        setup=[fheld(QOTHER), ("SET", F.fence, 7)],
         after=[
-            (("LRANGE", F.queue, 0, -1), [TOKEN]),
-            (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
-            (("HGET", F.info, TOKEN), f"10000|{META}"),
+            (("LRANGE", F.queue, 0, -1), [QTOKEN]),
+            (("ZSCORE", F.leases, QTOKEN), Clock(3000, 3000 + SLACK)),
+            (("HGET", F.info, QTOKEN), f"10000|{META}"),
             *queue_ttl(6000 - SLACK, 6000),  # a new queue: twice the waiter lease
-            (("GET", F.lock), f"{OTHER}|1|{META}"),
+            (("GET", F.lock), f"{QOTHER}|1|{META}"),
             (("GET", F.fence), "7"),  # no fencing token burnt on failure
-        ],
-    ),
-    Case(
-        "fair-acquire-busy-reports-the-legacy-counter-if-higher",
-        "fair",
-        FAIR,
-        facq(waiter_ms=3000),
-        # The counter a later grant's token is above: the legacy one (moved in by that
-        # grant's next_fence), not the lower slot counter; a busy try writes neither.
-        ["busy", Between(5000 - SLACK, 5000), 9],
-        setup=[fheld(OTHER), ("SET", F.fence, 3), ("SET", F.legacy_fence, 9)],
-        after=[
-            (("LRANGE", F.queue, 0, -1), [TOKEN]),
-            (("GET", F.fence), "3"),
-            (("GET", F.legacy_fence), "9"),
         ],
     ),
     Case(
@@ -134,9 +107,9 @@ CASES = [
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(5000 - SLACK, 5000), 0],
-        setup=[fheld(OTHER), *waiter(THIRD), *waiter(FOURTH)],
+        setup=[fheld(QOTHER), *waiter(QTHIRD), *waiter(QFOURTH)],
         after=[
-            (("LRANGE", F.queue, 0, -1), [THIRD, FOURTH, TOKEN]),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD, QFOURTH, QTOKEN]),
             (("ZCARD", F.leases), 3),
             (("HLEN", F.info), 3),
             *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # long enough already: not extended
@@ -149,12 +122,12 @@ CASES = [
         facq(waiter_ms=3000),
         ["busy", Between(5000 - SLACK, 5000), 0],
         setup=[
-            fheld(OTHER),
-            *waiter(THIRD),
+            fheld(QOTHER),
+            *waiter(QTHIRD),
             *[ttl(key, 500) for key in (F.queue, F.leases, F.info)],
         ],
         after=[
-            (("LRANGE", F.queue, 0, -1), [THIRD, TOKEN]),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD, QTOKEN]),
             *queue_ttl(6000 - SLACK, 6000),  # twice the lease: not extended every time
         ],
     ),
@@ -164,11 +137,11 @@ CASES = [
         FAIR,
         facq(waiter_ms=3000, queue_max=2),  # already queued: a full queue does not refuse it
         ["busy", Between(5000 - SLACK, 5000), 0],
-        setup=[fheld(OTHER), *waiter(TOKEN, waiter_ms=200), *waiter(THIRD)],
+        setup=[fheld(QOTHER), *waiter(QTOKEN, waiter_ms=200), *waiter(QTHIRD)],
         after=[
-            (("LRANGE", F.queue, 0, -1), [TOKEN, THIRD]),  # same place, not queued twice
-            (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
-            (("HGET", F.info, TOKEN), f"10000|{META}"),
+            (("LRANGE", F.queue, 0, -1), [QTOKEN, QTHIRD]),  # same place, not queued twice
+            (("ZSCORE", F.leases, QTOKEN), Clock(3000, 3000 + SLACK)),
+            (("HGET", F.info, QTOKEN), f"10000|{META}"),
             *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # long enough already: not extended
         ],
     ),
@@ -178,9 +151,9 @@ CASES = [
         FAIR,
         facq(waiter_ms=0),
         ["busy", Between(5000 - SLACK, 5000)],  # the fast path (nobody queued): no counter
-        setup=[fheld(OTHER), ("SET", F.fence, 7)],
+        setup=[fheld(QOTHER), ("SET", F.fence, 7)],
         after=[
-            (("GET", F.lock), f"{OTHER}|1|{META}"),
+            (("GET", F.lock), f"{QOTHER}|1|{META}"),
             (("GET", F.fence), "7"),
             *absent(F.queue, F.leases, F.info),
         ],
@@ -191,8 +164,8 @@ CASES = [
         FAIR,
         facq(waiter_ms=0, queue_max=1),
         ["busy", Between(5000 - SLACK, 5000), 0],  # not "full": a single try never queues
-        setup=[fheld(OTHER), *waiter(THIRD)],
-        after=[(("LRANGE", F.queue, 0, -1), [THIRD]), *not_queued(TOKEN)],
+        setup=[fheld(QOTHER), *waiter(QTHIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [QTHIRD]), *not_queued(QTOKEN)],
     ),
     Case(
         "fair-acquire-full",
@@ -200,8 +173,8 @@ CASES = [
         FAIR,
         facq(queue_max=2),
         ["full", 2],
-        setup=[fheld(OTHER), *waiter(THIRD), *waiter(FOURTH)],
-        after=[(("LRANGE", F.queue, 0, -1), [THIRD, FOURTH]), *not_queued(TOKEN)],
+        setup=[fheld(QOTHER), *waiter(QTHIRD), *waiter(QFOURTH)],
+        after=[(("LRANGE", F.queue, 0, -1), [QTHIRD, QFOURTH]), *not_queued(QTOKEN)],
     ),
     Case(
         "fair-acquire-key-without-ttl",
@@ -218,11 +191,11 @@ CASES = [
         FAIR,
         facq(),
         ["ok", 1, 10000],
-        setup=[*waiter(TOKEN), *waiter(THIRD, waiter_ms=3000)],
+        setup=[*waiter(QTOKEN), *waiter(QTHIRD, waiter_ms=3000)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|1|{META}"),
-            (("LRANGE", F.queue, 0, -1), [THIRD]),
-            *not_queued(TOKEN),
+            (("GET", F.lock), f"{QTOKEN}|1|{META}"),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD]),
+            *not_queued(QTOKEN),
             *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # a waiter left: not shortened
             *absent(F.grant),
         ],
@@ -233,11 +206,11 @@ CASES = [
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(8000 - SLACK, 8000), 5],
-        setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
+        setup=[*waiter(QOTHER, lease_ms=8000), ("SET", F.fence, 4)],
         after=[
-            *granted(OTHER, 5, 8000),
-            (("LRANGE", F.queue, 0, -1), [TOKEN]),
-            (("HGET", F.info, TOKEN), f"10000|{META}"),
+            *granted(QOTHER, 5, 8000),
+            (("LRANGE", F.queue, 0, -1), [QTOKEN]),
+            (("HGET", F.info, QTOKEN), f"10000|{META}"),
             *queue_ttl(6000 - SLACK, 6000),  # the queue emptied, then this waiter's
         ],
     ),
@@ -247,8 +220,8 @@ CASES = [
         FAIR,
         facq(waiter_ms=0),
         ["busy", Between(8000 - SLACK, 8000), 5],
-        setup=[*waiter(OTHER, lease_ms=8000), ("SET", F.fence, 4)],
-        after=[*granted(OTHER, 5, 8000), *absent(F.queue, F.leases, F.info)],
+        setup=[*waiter(QOTHER, lease_ms=8000), ("SET", F.fence, 4)],
+        after=[*granted(QOTHER, 5, 8000), *absent(F.queue, F.leases, F.info)],
     ),
     Case(
         "fair-acquire-prunes-dead-waiters",
@@ -256,9 +229,9 @@ CASES = [
         FAIR,
         facq(),
         ["ok", 1, 10000],
-        setup=[*waiter(OTHER, waiter_ms=-1000), *waiter(THIRD, waiter_ms=0)],
+        setup=[*waiter(QOTHER, waiter_ms=-1000), *waiter(QTHIRD, waiter_ms=0)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|1|{META}"),
+            (("GET", F.lock), f"{QTOKEN}|1|{META}"),
             *absent(F.queue, F.leases, F.info),
         ],
     ),
@@ -269,11 +242,11 @@ CASES = [
         facq(),
         ["ok", 5, Between(8000 - SLACK, 8000)],
         setup=[
-            fheld(TOKEN, 8000, WMETA, fence=5),
+            fheld(QTOKEN, 8000, WMETA, fence=5),
             ("SET", F.fence, 6),  # another name of the slot took 6 since
         ],
         after=[
-            (("GET", F.lock), f"{TOKEN}|5|{WMETA}"),  # the hold the grant wrote stays
+            (("GET", F.lock), f"{QTOKEN}|5|{WMETA}"),  # the hold the grant wrote stays
             (("PTTL", F.lock), Between(8000 - SLACK, 8000)),
             (("GET", F.fence), "6"),
             *absent(F.grant),
@@ -285,11 +258,11 @@ CASES = [
         FAIR,
         facq(),
         ["ok", 2, Between(5000 - SLACK, 5000)],
-        setup=[fheld(TOKEN, fence=2), ("SET", F.fence, 2), *waiter(OTHER, waiter_ms=3000)],
+        setup=[fheld(QTOKEN, fence=2), ("SET", F.fence, 2), *waiter(QOTHER, waiter_ms=3000)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|2|{META}"),
+            (("GET", F.lock), f"{QTOKEN}|2|{META}"),
             (("GET", F.fence), "2"),
-            (("LRANGE", F.queue, 0, -1), [OTHER]),
+            (("LRANGE", F.queue, 0, -1), [QOTHER]),
             *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),
         ],
     ),
@@ -301,15 +274,15 @@ CASES = [
         fair_args("release"),
         "ok",
         setup=[
-            fheld(TOKEN),
-            *waiter(OTHER, lease_ms=8000, waiter_ms=3000),
-            *waiter(THIRD, lease_ms=6000, waiter_ms=2000),
+            fheld(QTOKEN),
+            *waiter(QOTHER, lease_ms=8000, waiter_ms=3000),
+            *waiter(QTHIRD, lease_ms=6000, waiter_ms=2000),
             ("SET", F.fence, 3),
         ],
         after=[
-            *granted(OTHER, 4, 8000),
-            (("LRANGE", F.queue, 0, -1), [THIRD]),
-            (("HGET", F.info, THIRD), f"6000|{WMETA}"),
+            *granted(QOTHER, 4, 8000),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD]),
+            (("HGET", F.info, QTHIRD), f"6000|{WMETA}"),
             *queue_ttl(QUEUE_PX - SLACK, QUEUE_PX),  # not shortened
         ],
     ),
@@ -320,7 +293,7 @@ CASES = [
         fair_args("release"),
         "ok",
         setup=[
-            fheld(TOKEN),
+            fheld(QTOKEN),
             *waiter(TAGGED, lease_ms=8000, waiter_ms=3000),
             *waiter(TAGGED2, lease_ms=6000, waiter_ms=2000),
             ("SET", F.fence, 3),
@@ -339,15 +312,32 @@ CASES = [
         fair_args("release"),
         "ok",
         setup=[
-            fheld(TOKEN),
-            *waiter(OTHER, waiter_ms=-1000),
-            *waiter(THIRD, lease_ms=6000),
+            fheld(QTOKEN),
+            *waiter(QOTHER, waiter_ms=-1000),
+            *waiter(QTHIRD, lease_ms=6000),
             ("SET", F.fence, 3),
         ],
         after=[
-            *granted(THIRD, 4, 6000),
-            *not_queued(OTHER),
+            *granted(QTHIRD, 4, 6000),
+            *not_queued(QOTHER),
             *absent(F.queue, F.leases, F.info),
+        ],
+    ),
+    Case(
+        # A queued token without a process tag (no queue_token: redislock queues none) has
+        # no channel: its grant is written all the same, nothing is published (run_case
+        # checks every channel), and the release does not fail after its writes.
+        "fair-release-grants-a-token-without-a-process-tag-publishing-nothing",
+        "fair",
+        FAIR,
+        fair_args("release"),
+        "ok",
+        setup=[fheld(QTOKEN), *waiter(OTHER, lease_ms=8000), ("SET", F.fence, 3)],
+        after=[
+            (("GET", F.lock), f"{OTHER}|4|{WMETA}"),
+            (("GET", F.fence), "4"),
+            *not_queued(OTHER),
+            (("PUBLISHED", F.grant), []),
         ],
     ),
     Case(
@@ -356,7 +346,7 @@ CASES = [
         FAIR,
         fair_args("release"),
         "ok",
-        setup=[fheld(TOKEN), ("SET", F.fence, 3)],
+        setup=[fheld(QTOKEN), ("SET", F.fence, 3)],
         after=[(("GET", F.fence), "3"), *absent(F.lock, F.queue)],
     ),
     Case(
@@ -365,7 +355,7 @@ CASES = [
         FULL,
         (*fair_args("release"), 1),
         "ok",
-        setup=[fheld(TOKEN), ("SET", F.fence, 3), marker(K.wait)],
+        setup=[fheld(QTOKEN), ("SET", F.fence, 3), marker(K.wait)],
         after=[
             *absent(F.lock, F.queue),
             *woken(K.wake),
@@ -379,9 +369,9 @@ CASES = [
         FULL,
         (*fair_args("release"), 1),
         "ok",
-        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), ("SETBIT", K.ring, 4, 1)],
+        setup=[fheld(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 3), ("SETBIT", K.ring, 4, 1)],
         after=[
-            *granted(OTHER, 4, 8000),
+            *granted(QOTHER, 4, 8000),
             *absent(K.wake),
             (("GETBIT", K.ring, 1), 1),
             (("GETBIT", K.ring, 4), 0),  # the granted token's bit, cleared when issued
@@ -393,8 +383,8 @@ CASES = [
         FULL,
         (*fair_args("release"), 1),
         "ok",
-        setup=[fheld(TOKEN), *waiter(OTHER), ("SET", F.fence, 3), marker(K.wait)],
-        after=[*granted(OTHER, 4, 8000), *woken(K.wake), (("GETBIT", K.ring, 1), 1)],
+        setup=[fheld(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 3), marker(K.wait)],
+        after=[*granted(QOTHER, 4, 8000), *woken(K.wake), (("GETBIT", K.ring, 1), 1)],
     ),
     Case(
         "fair-acquire-no-queue-limit",  # a Lock's queue (queue_max 0)
@@ -402,8 +392,8 @@ CASES = [
         FAIR,
         facq(waiter_ms=1000, queue_max=0),
         ["busy", Between(5000 - SLACK, 5000), 0],
-        setup=[fheld(OTHER), *waiter(THIRD)],
-        after=[(("LRANGE", F.queue, 0, -1), [THIRD, TOKEN])],
+        setup=[fheld(QOTHER), *waiter(QTHIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [QTHIRD, QTOKEN])],
     ),
     Case(
         "fair-acquire-single-try-on-a-held-lock-is-busy",  # the fast path: nobody queued
@@ -411,37 +401,8 @@ CASES = [
         FAIR,
         facq(waiter_ms=0),
         ["busy", Between(5000 - SLACK, 5000)],
-        setup=[fheld(OTHER)],
-        after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.fence)],
-    ),
-    Case(
-        # The fast path peeks at the counters and writes nothing when its SET NX fails: an
-        # earlier version's holder keeps its token (the legacy counter) and no token burns.
-        "fair-acquire-single-try-on-an-earlier-versions-hold-writes-nothing",
-        "fair",
-        FAIR,
-        facq(waiter_ms=0),
-        ["busy", Between(5000 - SLACK, 5000)],
-        setup=[fheld(OTHER, fence=None), ("SET", F.legacy_fence, 9), ("SET", F.fence, 4)],
-        after=[
-            (("GET", F.lock), f"{OTHER}|{META}"),
-            (("GET", F.legacy_fence), "9"),
-            (("GET", F.fence), "4"),
-            *absent(F.queue, F.leases),
-        ],
-    ),
-    Case(
-        "fair-acquire-fast-path-takes-the-greater-counter",  # slot counter ahead of legacy
-        "fair",
-        FAIR,
-        facq(),
-        ["ok", 8, 10000],
-        setup=[("SET", F.legacy_fence, 3), ("SET", F.fence, 7)],
-        after=[
-            (("GET", F.lock), f"{TOKEN}|8|{META}"),
-            (("GET", F.fence), "8"),
-            *absent(F.legacy_fence, F.queue),
-        ],
+        setup=[fheld(QOTHER)],
+        after=[(("GET", F.lock), f"{QOTHER}|1|{META}"), *absent(F.queue, F.leases, F.fence)],
     ),
     Case(
         "fair-acquire-fast-path-foreign-counter",  # not an integer: refused, nothing written
@@ -458,12 +419,12 @@ CASES = [
         FAIR,
         fair_args("release"),
         "taken",
-        setup=[fheld(OTHER), *waiter(THIRD), ("SET", F.fence, 3)],
+        setup=[fheld(QOTHER), *waiter(QTHIRD), ("SET", F.fence, 3)],
         after=[
-            (("GET", F.lock), f"{OTHER}|1|{META}"),
+            (("GET", F.lock), f"{QOTHER}|1|{META}"),
             (("PTTL", F.lock), Between(5000 - SLACK, 5000)),
             (("GET", F.fence), "3"),
-            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD]),
             *absent(F.grant),
         ],
     ),
@@ -473,8 +434,8 @@ CASES = [
         FAIR,
         fair_args("release"),
         "taken",
-        setup=[("SET", F.lock, f"{TOKEN}0|{META}", "PX", 5000)],
-        after=[(("GET", F.lock), f"{TOKEN}0|{META}")],
+        setup=[("SET", F.lock, f"{QTOKEN}0|{META}", "PX", 5000)],
+        after=[(("GET", F.lock), f"{QTOKEN}0|{META}")],
     ),
     Case(
         "fair-release-gone",
@@ -490,8 +451,8 @@ CASES = [
         FAIR,
         fair_args("release"),
         "gone",
-        setup=[*waiter(OTHER)],
-        after=[*granted(OTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
+        setup=[*waiter(QOTHER)],
+        after=[*granted(QOTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
     ),
     # ------------------------------------------ fair: the release ring (_ring.lua)
     Case(
@@ -501,7 +462,7 @@ CASES = [
         facq(),
         ["ok", 1, 10000],
         setup=[("SETBIT", K.ring, 1, 1)],
-        after=[(("GET", F.lock), f"{TOKEN}|1|{META}"), (("GETBIT", K.ring, 1), 0)],
+        after=[(("GET", F.lock), f"{QTOKEN}|1|{META}"), (("GETBIT", K.ring, 1), 0)],
     ),
     Case(
         "fair-acquire-after-the-queue-clears-its-tokens-bit",  # the queue's own path
@@ -510,7 +471,7 @@ CASES = [
         facq(),
         ["ok", RING + 6, 10000],
         setup=[
-            *waiter(TOKEN),
+            *waiter(QTOKEN),
             ("SET", F.fence, RING + 5),
             ("SETBIT", K.ring, 6, 1),
             ("SETBIT", K.ring, 5, 1),
@@ -523,8 +484,8 @@ CASES = [
         FULL,
         (*fair_args("release"), 2),
         "ok",
-        setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 2, 1), fheld(OTHER, fence=9)],
-        after=[(("GET", F.lock), f"{OTHER}|9|{META}"), (("GETBIT", K.ring, 2), 1)],
+        setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 2, 1), fheld(QOTHER, fence=9)],
+        after=[(("GET", F.lock), f"{QOTHER}|9|{META}"), (("GETBIT", K.ring, 2), 1)],
     ),
     Case(
         "fair-release-repeat-of-a-lost-hold-is-taken",  # its bit is not set: lost, as told
@@ -532,8 +493,8 @@ CASES = [
         FULL,
         (*fair_args("release"), 2),
         "taken",
-        setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 9, 1), fheld(OTHER, fence=9)],
-        after=[(("GET", F.lock), f"{OTHER}|9|{META}"), (("GETBIT", K.ring, 2), 0)],
+        setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 9, 1), fheld(QOTHER, fence=9)],
+        after=[(("GET", F.lock), f"{QOTHER}|9|{META}"), (("GETBIT", K.ring, 2), 0)],
     ),
     Case(
         "fair-release-repeat-beyond-the-window-cannot-tell",  # the bit is a newer token's
@@ -557,8 +518,8 @@ CASES = [
         FULL,
         (*fair_args("release"), 1),
         "ok",
-        setup=[("SET", F.fence, 1), ("SETBIT", K.ring, 1, 1), *waiter(OTHER)],
-        after=[*granted(OTHER, 2, 8000)],
+        setup=[("SET", F.fence, 1), ("SETBIT", K.ring, 1, 1), *waiter(QOTHER)],
+        after=[*granted(QOTHER, 2, 8000)],
     ),
     Case(
         "fair-release-after-the-window-sets-no-bit",  # an old hold's bit is a newer token's
@@ -566,7 +527,7 @@ CASES = [
         FULL,
         (*fair_args("release"), 1),
         "ok",
-        setup=[fheld(TOKEN), ("SET", F.fence, RING + 1)],
+        setup=[fheld(QTOKEN), ("SET", F.fence, RING + 1)],
         after=[*absent(F.lock), (("GETBIT", K.ring, 1), 0)],
     ),
     Case(
@@ -575,8 +536,8 @@ CASES = [
         FULL,
         (*fair_args("release"), 3),
         "ok",
-        setup=[fheld(TOKEN, fence=3), *waiter(OTHER), ("SET", F.fence, 3)],
-        after=[*granted(OTHER, 4, 8000), (("GETBIT", K.ring, 3), 1)],
+        setup=[fheld(QTOKEN, fence=3), *waiter(QOTHER), ("SET", F.fence, 3)],
+        after=[*granted(QOTHER, 4, 8000), (("GETBIT", K.ring, 3), 1)],
     ),
     Case(
         "fair-force-sets-no-bit",  # an operator's override is no release by the holder
@@ -584,7 +545,7 @@ CASES = [
         FULL,
         fair_args("force", ""),
         1,
-        setup=[fheld(TOKEN, fence=3), ("SET", F.fence, 3)],
+        setup=[fheld(QTOKEN, fence=3), ("SET", F.fence, 3)],
         after=[*absent(F.lock), (("GETBIT", K.ring, 3), 0)],
     ),
     # ---------------------------------------------------------------- fair: cancel, force
@@ -595,16 +556,16 @@ CASES = [
         fair_args("cancel"),
         ["left", 0],
         setup=[
-            fheld(OTHER),
-            *waiter(TOKEN, waiter_ms=5000),
-            *waiter(THIRD, waiter_ms=2000),
+            fheld(QOTHER),
+            *waiter(QTOKEN, waiter_ms=5000),
+            *waiter(QTHIRD, waiter_ms=2000),
             *[ttl(key, 5000) for key in (F.queue, F.leases, F.info)],
         ],
         after=[
-            (("LRANGE", F.queue, 0, -1), [THIRD]),
-            *not_queued(TOKEN),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD]),
+            *not_queued(QTOKEN),
             *queue_ttl(5000 - SLACK, 5000),  # not shortened
-            (("GET", F.lock), f"{OTHER}|1|{META}"),
+            (("GET", F.lock), f"{QOTHER}|1|{META}"),
         ],
     ),
     Case(
@@ -613,8 +574,8 @@ CASES = [
         FAIR,
         fair_args("cancel"),
         ["left", 0],
-        setup=[fheld(OTHER), *waiter(TOKEN)],
-        after=[(("GET", F.lock), f"{OTHER}|1|{META}"), *absent(F.queue, F.leases, F.info)],
+        setup=[fheld(QOTHER), *waiter(QTOKEN)],
+        after=[(("GET", F.lock), f"{QOTHER}|1|{META}"), *absent(F.queue, F.leases, F.info)],
     ),
     Case(
         "fair-cancel-not-queued",
@@ -622,8 +583,8 @@ CASES = [
         FAIR,
         fair_args("cancel"),
         ["left", 0],
-        setup=[fheld(OTHER), *waiter(THIRD)],
-        after=[(("LRANGE", F.queue, 0, -1), [THIRD]), (("GET", F.lock), f"{OTHER}|1|{META}")],
+        setup=[fheld(QOTHER), *waiter(QTHIRD)],
+        after=[(("LRANGE", F.queue, 0, -1), [QTHIRD]), (("GET", F.lock), f"{QOTHER}|1|{META}")],
     ),
     Case(
         "fair-cancel-granted",
@@ -631,14 +592,10 @@ CASES = [
         FAIR,
         fair_args("cancel"),
         ["ok", 5, Between(8000 - SLACK, 8000)],
-        setup=[
-            fheld(TOKEN, 8000, WMETA, fence=None),  # a hold of the earlier format
-            ("SET", F.legacy_fence, 5),
-            *waiter(OTHER),
-        ],
+        setup=[fheld(QTOKEN, 8000, WMETA, fence=5), ("SET", F.fence, 7), *waiter(QOTHER)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|{WMETA}"),  # it holds the lock now
-            (("LRANGE", F.queue, 0, -1), [OTHER]),
+            (("GET", F.lock), f"{QTOKEN}|5|{WMETA}"),  # it holds the lock now
+            (("LRANGE", F.queue, 0, -1), [QOTHER]),
             *absent(F.grant),
         ],
     ),
@@ -648,10 +605,10 @@ CASES = [
         FAIR,
         fair_args("cancel"),
         ["left", 0],
-        setup=[*waiter(TOKEN), *waiter(OTHER), ("SET", F.fence, 2)],
+        setup=[*waiter(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 2)],
         after=[
-            *granted(OTHER, 3, 8000),
-            *not_queued(TOKEN),
+            *granted(QOTHER, 3, 8000),
+            *not_queued(QTOKEN),
             *absent(F.queue, F.leases, F.info),
         ],
     ),
@@ -661,8 +618,8 @@ CASES = [
         FAIR,
         fair_args("force", ""),
         1,
-        setup=[fheld(OTHER), *waiter(THIRD, lease_ms=6000), ("SET", F.fence, 2)],
-        after=[*granted(THIRD, 3, 6000), *absent(F.queue)],
+        setup=[fheld(QOTHER), *waiter(QTHIRD, lease_ms=6000), ("SET", F.fence, 2)],
+        after=[*granted(QTHIRD, 3, 6000), *absent(F.queue)],
     ),
     Case(
         "fair-force-nothing-held",
@@ -687,7 +644,7 @@ CASES = [
         FULL_DELAY,
         fair_args("force", ""),
         3,
-        setup=[fheld(OTHER), ("SET", K.lock + ":delay", "30000", "PX", 35000)],
+        setup=[fheld(QOTHER), ("SET", K.lock + ":delay", "30000", "PX", 35000)],
         after=absent(F.lock, K.lock + ":delay"),
     ),
     Case(
@@ -696,8 +653,8 @@ CASES = [
         FAIR,
         fair_args("force", ""),
         0,
-        setup=[*waiter(THIRD)],
-        after=granted(THIRD, 1, 8000),
+        setup=[*waiter(QTHIRD)],
+        after=granted(QTHIRD, 1, 8000),
     ),
     # ---------------------------------------------------------------- fair: errors
     Case(
@@ -706,8 +663,8 @@ CASES = [
         FAIR,
         fair_args("steal"),
         Error("unknown fair op steal"),
-        setup=[fheld(OTHER)],
-        after=[(("GET", F.lock), f"{OTHER}|1|{META}")],
+        setup=[fheld(QOTHER)],
+        after=[(("GET", F.lock), f"{QOTHER}|1|{META}")],
     ),
     Case(
         "fair-malformed-waiter-info-is-dropped",
@@ -716,14 +673,14 @@ CASES = [
         facq(),
         Error("is malformed"),
         setup=[
-            ("RPUSH", F.queue, OTHER),
-            ("ZADD", F.leases, At(3000), OTHER),
-            ("HSET", F.info, OTHER, "garbage"),
-            *waiter(THIRD),
+            ("RPUSH", F.queue, QOTHER),
+            ("ZADD", F.leases, At(3000), QOTHER),
+            ("HSET", F.info, QOTHER, "garbage"),
+            *waiter(QTHIRD),
         ],
         after=[
-            *not_queued(OTHER),
-            (("LRANGE", F.queue, 0, -1), [THIRD]),
+            *not_queued(QOTHER),
+            (("LRANGE", F.queue, 0, -1), [QTHIRD]),
             *absent(F.lock, F.fence),
         ],
     ),
@@ -732,38 +689,38 @@ CASES = [
         "keep-queued-renews-the-waiter-lease-and-the-queue-ttl",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["queued", 0]],
         setup=[
-            fheld(OTHER),
-            *waiter(TOKEN, waiter_ms=500),
+            fheld(QOTHER),
+            *waiter(QTOKEN, waiter_ms=500),
             ("PEXPIRE", F.queue, 500),
             ("PEXPIRE", F.leases, 500),
             ("PEXPIRE", F.info, 500),
         ],
         after=[
-            (("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)),
+            (("ZSCORE", F.leases, QTOKEN), Clock(3000, 3000 + SLACK)),
             *queue_ttl(6000 - SLACK, 6000),  # twice the lease: not extended every time
-            (("LRANGE", F.queue, 0, -1), [TOKEN]),
-            (("GET", F.lock), f"{OTHER}|1|{META}"),
+            (("LRANGE", F.queue, 0, -1), [QTOKEN]),
+            (("GET", F.lock), f"{QOTHER}|1|{META}"),
         ],
     ),
     Case(
         "keep-never-shortens-the-queue-ttl",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 1000",),
+        (f"{QTOKEN} 1000",),
         [["queued", 0]],
         setup=[
-            fheld(OTHER),
-            *waiter(TOKEN),
-            *waiter(THIRD, waiter_ms=9000),
+            fheld(QOTHER),
+            *waiter(QTOKEN),
+            *waiter(QTHIRD, waiter_ms=9000),
             ("PEXPIRE", F.queue, 9000),
             ("PEXPIRE", F.leases, 9000),
             ("PEXPIRE", F.info, 9000),
         ],
         after=[
-            (("ZSCORE", F.leases, TOKEN), Clock(1000, 1000 + SLACK)),
+            (("ZSCORE", F.leases, QTOKEN), Clock(1000, 1000 + SLACK)),
             *queue_ttl(9000 - SLACK, 9000),
         ],
     ),
@@ -771,72 +728,72 @@ CASES = [
         "keep-granted-reports-the-fence-and-writes-nothing",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["granted", 5]],
-        setup=[fheld(TOKEN, fence=5), *waiter(THIRD)],
+        setup=[fheld(QTOKEN, fence=5), *waiter(QTHIRD)],
         after=[
-            (("GET", F.lock), f"{TOKEN}|5|{META}"),
-            (("ZSCORE", F.leases, THIRD), Clock(1000, 1000)),
-            *not_queued(TOKEN),
+            (("GET", F.lock), f"{QTOKEN}|5|{META}"),
+            (("ZSCORE", F.leases, QTHIRD), Clock(1000, 1000)),
+            *not_queued(QTOKEN),
         ],
     ),
     Case(
         "keep-not-queued-is-gone-and-not-queued-again",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["gone", 0]],
-        setup=[fheld(OTHER)],
-        after=[*absent(F.queue, F.leases, F.info), (("GET", F.lock), f"{OTHER}|1|{META}")],
+        setup=[fheld(QOTHER)],
+        after=[*absent(F.queue, F.leases, F.info), (("GET", F.lock), f"{QOTHER}|1|{META}")],
     ),
     Case(
         "keep-an-ended-waiter-lease-is-gone-and-not-revived",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["gone", 0]],
-        setup=[fheld(OTHER), *waiter(TOKEN, waiter_ms=-100), *waiter(THIRD)],
-        after=[*not_queued(TOKEN), (("LRANGE", F.queue, 0, -1), [THIRD])],  # pruned
+        setup=[fheld(QOTHER), *waiter(QTOKEN, waiter_ms=-100), *waiter(QTHIRD)],
+        after=[*not_queued(QTOKEN), (("LRANGE", F.queue, 0, -1), [QTHIRD])],  # pruned
     ),
     Case(
         "keep-free-lock-first-in-queue-tries",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["free", 0]],
-        setup=[*waiter(TOKEN), *waiter(THIRD)],
-        after=[(("ZSCORE", F.leases, TOKEN), Clock(1000, 1000)), *absent(F.lock)],
+        setup=[*waiter(QTOKEN), *waiter(QTHIRD)],
+        after=[(("ZSCORE", F.leases, QTOKEN), Clock(1000, 1000)), *absent(F.lock)],
     ),
     Case(
         "keep-free-lock-behind-a-dead-waiter-tries",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["free", 0]],
-        setup=[*waiter(OTHER, waiter_ms=-100), *waiter(TOKEN)],
-        after=[(("LRANGE", F.queue, 0, -1), [TOKEN]), *not_queued(OTHER), *absent(F.lock)],
+        setup=[*waiter(QOTHER, waiter_ms=-100), *waiter(QTOKEN)],
+        after=[(("LRANGE", F.queue, 0, -1), [QTOKEN]), *not_queued(QOTHER), *absent(F.lock)],
     ),
     Case(
         "keep-free-lock-behind-a-live-waiter-stays-queued",
         "waiter_keep",
         KEEP,
-        (f"{TOKEN} 3000",),
+        (f"{QTOKEN} 3000",),
         [["queued", 0]],
-        setup=[*waiter(OTHER), *waiter(TOKEN, waiter_ms=500)],
-        after=[(("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK)), *absent(F.lock)],
+        setup=[*waiter(QOTHER), *waiter(QTOKEN, waiter_ms=500)],
+        after=[(("ZSCORE", F.leases, QTOKEN), Clock(3000, 3000 + SLACK)), *absent(F.lock)],
     ),
     Case(
         "keep-many-waiters-of-many-names-in-one-call",
         "waiter_keep",
         (*KEEP, *KEEP2),
-        (f"{TOKEN} 3000 {THIRD} 2000",),
+        (f"{QTOKEN} 3000 {QTHIRD} 2000",),
         [["queued", 0], ["granted", 2]],
         setup=[
-            fheld(OTHER),
-            *waiter(TOKEN, waiter_ms=500),
-            ("SET", F2.lock, f"{THIRD}|2|{META}", "PX", 5000),
+            fheld(QOTHER),
+            *waiter(QTOKEN, waiter_ms=500),
+            ("SET", F2.lock, f"{QTHIRD}|2|{META}", "PX", 5000),
         ],
-        after=[(("ZSCORE", F.leases, TOKEN), Clock(3000, 3000 + SLACK))],
+        after=[(("ZSCORE", F.leases, QTOKEN), Clock(3000, 3000 + SLACK))],
     ),
 ]
 
@@ -852,18 +809,18 @@ def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     fair_core = FairCore.from_base(base, 1.0, 10)
     # every op sends all ten keys (KEYS[10]: the lock-delay key every acquire honours) and
     # an acquire its delay_ms (ARGV[7], 0: none); the cases call with fewer, as before
-    op = fair_core._acquire_op(TOKEN, META, 1000)
+    op = fair_core._acquire_op(QTOKEN, META, 1000)
     assert op.script is SCRIPTS["fair"]
     assert op.keys == FULL_DELAY
     assert sent(op.args) == sent((*facq(), 0))
-    assert op.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))  # pre-encoded
-    single = fair_core._acquire_op(TOKEN, META, 0)  # a single try: waiter_ms 0
+    assert op.encoded == (op.script.sha.encode(), b"9", *sent(FULL_DELAY))  # pre-encoded
+    single = fair_core._acquire_op(QTOKEN, META, 0)  # a single try: waiter_ms 0
     assert sent(single.args) == sent((*facq(waiter_ms=0), 0))
-    cancel = fair_core._cancel_op(TOKEN)
+    cancel = fair_core._cancel_op(QTOKEN)
     assert (cancel.keys, cancel.encoded) == (FULL_DELAY, op.encoded)
     assert sent(cancel.args) == sent(fair_args("cancel"))
-    release = fair_core._fenced_release(TOKEN, 7)
+    release = fair_core._fenced_release(QTOKEN, 7)
     assert release.keys == FULL_DELAY
     assert sent(release.args) == sent((*fair_args("release"), 7))
-    assert release.encoded == (op.script.sha.encode(), b"10", *sent(FULL_DELAY))
-    assert sent(fair_core._release_op(TOKEN).args) == sent((*fair_args("release"), 0))
+    assert release.encoded == (op.script.sha.encode(), b"9", *sent(FULL_DELAY))
+    assert sent(fair_core._release_op(QTOKEN).args) == sent((*fair_args("release"), 0))

@@ -142,19 +142,6 @@ CASES = [
         after=[(("HGET", H.lock, TOKEN), HoldValue("r", 1, 42, 10000, 10000 + SLACK))],
     ),
     Case(
-        "hold-acquire-moves-the-legacy-counter-in",
-        "hold",
-        HOLD,
-        acq(mode="r"),
-        ["ok", 1001, 1, 10000],
-        setup=[("SET", H.legacy_fence, 1000), ("SET", H.fence, 5)],
-        after=[
-            (("HGET", H.lock, TOKEN), HoldValue("r", 1, 1001, 10000, 10000 + SLACK)),
-            (("GET", H.fence), "1001"),
-            *absent(H.legacy_fence),
-        ],
-    ),
-    Case(
         "hold-reenter",
         "hold",
         HOLD,
@@ -919,7 +906,7 @@ CASES = [
         after=absent(H.lock, H.expiry),  # the ended holds go with the keys
     ),
     Case(
-        "hold-index-rebuilt-from-a-hash-without-one",  # as an older version left it
+        "hold-index-rebuilt-from-a-hash-without-one",  # its index deleted by hand
         "hold",
         HOLD,
         hold_args("count", ""),
@@ -1028,8 +1015,8 @@ CASES = [
         HOLD,
         acq(),
         Error("WRONGTYPE"),
-        setup=[("SET", H.lock, f"{OTHER}|{META}", "PX", 5000)],
-        after=[(("GET", H.lock), f"{OTHER}|{META}"), *absent(H.fence)],
+        setup=[("SET", H.lock, f"{OTHER}|1|{META}", "PX", 5000)],
+        after=[(("GET", H.lock), f"{OTHER}|1|{META}"), *absent(H.fence)],
     ),
     Case(
         "hold-unknown-op",
@@ -1157,7 +1144,7 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
     expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
     assert op.args == (*expected, "", DONE_MS, "hx")
     # Each call declares only the keys it may touch (ARGV[13] names them), all of HOLD's.
-    roles = dict(zip("hfwkrspdlx", HOLD, strict=True))
+    roles = dict(zip("hfwkrspdx", HOLD, strict=True))
     for mode in ("w", "r", "p"):
         core = HoldCore.for_mode(base, mode, 3 if mode == "p" else 0)
         for op in (
@@ -1170,13 +1157,13 @@ def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
         ):
             assert op.keys == tuple(roles[r] for r in str(op.args[12]))
     sem = HoldCore.for_mode(base, "p", 3)
-    assert sem._op("acquire", TOKEN, ms=1).args[12] == "hflwkpx"
+    assert sem._op("acquire", TOKEN, ms=1).args[12] == "hfwkpx"
     assert sem._release_op(TOKEN).args[12] == "hwkpdx"
     assert sem._op("status", TOKEN).args[12] == "h"  # a one-key script (slot migration)
-    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[12] == "hflwrsx"
+    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[12] == "hfwrsx"
     exclusive = HoldCore.for_mode(base, "w")
-    assert exclusive._op("acquire", TOKEN, ms=1).args[12] == "hflx"  # a single try
-    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[12] == "hflwx"
+    assert exclusive._op("acquire", TOKEN, ms=1).args[12] == "hfx"  # a single try
+    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[12] == "hfwx"
     # The calls a retry must not apply twice carry an op id (ARGV[11]).
     for op in (
         hold_core._extend_op(TOKEN, 3000, "add"),

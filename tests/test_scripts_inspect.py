@@ -32,7 +32,7 @@ from tests.scriptcases import (
 pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
 LEADER = K.lock + ":leader"  # an Election's leader key
-INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, K.legacy_fence, LEADER)
+INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, LEADER)
 
 CASES = [
     # inspect.lua: reads every key of a name, writes nothing (the after checks and the
@@ -42,7 +42,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None, None],
+        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None],
     ),
     Case(
         "inspect-lock-with-waiter-marker",
@@ -61,7 +61,6 @@ CASES = [
             [],
             [],
             Clock(0, SLACK),
-            None,
             None,
         ],
         setup=[held(), ("SET", K.fence, 3), marker(K.wait)],
@@ -85,32 +84,8 @@ CASES = [
             [],
             Clock(0, SLACK),
             None,
-            None,
         ],
         setup=[held(px=None)],
-    ),
-    Case(
-        "inspect-lock-of-the-earlier-format-with-its-legacy-counter",
-        "inspect",
-        INSPECT,
-        (),
-        [
-            "string",
-            f"{TOKEN}|{META}",
-            [],
-            Between(5000 - SLACK, 5000),
-            "3",
-            0,
-            0,
-            None,
-            [],
-            [],
-            Clock(0, SLACK),
-            "12",
-            None,
-        ],
-        setup=[held(fence=None), ("SET", K.fence, 3), ("SET", K.legacy_fence, 12)],
-        after=[(("GET", K.legacy_fence), "12")],  # read only: moved by the next acquisition
     ),
     Case(
         "inspect-holds-waiters-and-permits",
@@ -129,7 +104,6 @@ CASES = [
             [],
             [],
             Clock(0, SLACK),
-            None,
             None,
         ],
         setup=[
@@ -161,7 +135,6 @@ CASES = [
             [THIRD, Clock(-5, -5), OTHER, Clock(1000, 1000)],
             Clock(0, SLACK),
             None,
-            None,
         ],
         setup=[
             held(),
@@ -176,7 +149,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None, None],
+        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None],
         setup=[("RPUSH", K.lock, "x")],
         after=[(("LRANGE", K.lock, 0, -1), ["x"])],
     ),
@@ -197,7 +170,6 @@ CASES = [
             [],
             [],
             Clock(0, SLACK),
-            None,
             "1|node-a|10.0.0.7:8080",
         ],
         setup=[held(), ("SET", K.fence, 1), ("SET", LEADER, "1|node-a|10.0.0.7:8080", "PX", 20000)],

@@ -62,28 +62,6 @@ CASES = [
         ],
     ),
     Case(
-        "acquire-moves-the-legacy-counter-into-the-slot-counter",
-        "lock_acquire",
-        ACQ,
-        (TOKEN, 10000, META, 0),
-        ["ok", 1001],
-        setup=[("SET", K.legacy_fence, 1000), ("SET", K.fence, 7)],
-        after=[
-            (("GET", K.lock), f"{TOKEN}|1001|{META}"),
-            (("GET", K.fence), "1001"),
-            (("EXISTS", K.legacy_fence), GONE),  # the name keeps no key of its own
-        ],
-    ),
-    Case(
-        "acquire-keeps-a-greater-slot-counter-over-the-legacy-one",
-        "lock_acquire",
-        ACQ,
-        (TOKEN, 10000, META, 0),
-        ["ok", 51],
-        setup=[("SET", K.legacy_fence, 10), ("SET", K.fence, 50)],
-        after=[(("GET", K.fence), "51"), (("EXISTS", K.legacy_fence), GONE)],
-    ),
-    Case(
         "acquire-free-continues-the-fence",
         "lock_acquire",
         ACQ,
@@ -101,11 +79,10 @@ CASES = [
         ACQ,
         (TOKEN, 10000, META, 0),
         ["busy", Between(4000, 5000)],
-        setup=[held(OTHER), ("SET", K.fence, 7), ("SET", K.legacy_fence, 3)],
+        setup=[held(OTHER), ("SET", K.fence, 7)],
         after=[
             (("GET", K.lock), f"{OTHER}|1|{META}"),
             (("GET", K.fence), "7"),  # no fencing token burnt on failure
-            (("GET", K.legacy_fence), "3"),  # nor the legacy counter moved
             (("EXISTS", K.wait), GONE),
         ],
     ),
@@ -132,19 +109,6 @@ CASES = [
         after=[
             (("GET", K.lock), f"{TOKEN}|5|{META}"),
             (("PTTL", K.lock), Between(9000, 10000)),  # the lease runs from the retry
-            (("GET", K.fence), "9"),
-        ],
-    ),
-    Case(
-        "acquire-sent-again-to-a-hold-of-the-earlier-format-answers-the-legacy-counter",
-        "lock_acquire",
-        ACQ,
-        (TOKEN, 10000, META, 0),
-        ["ok", 5],
-        setup=[held(px=2000, fence=None), ("SET", K.legacy_fence, 5), ("SET", K.fence, 9)],
-        after=[
-            (("GET", K.lock), f"{TOKEN}|{META}"),
-            (("GET", K.legacy_fence), "5"),
             (("GET", K.fence), "9"),
         ],
     ),
@@ -396,26 +360,17 @@ CASES = [
     Case(
         "status-ok",
         "lock_status",
-        (K.lock, K.legacy_fence),
+        (K.lock,),
         (TOKEN,),
         ["ok", Between(4000, 5000), 17],
         setup=[held(fence=17), ("SET", K.fence, 20)],  # the holder's token, not the counter
         after=[(("GET", K.lock), f"{TOKEN}|17|{META}")],
     ),
-    Case(
-        "status-ok-earlier-format",
-        "lock_status",
-        (K.lock, K.legacy_fence),
-        (TOKEN,),
-        ["ok", Between(4000, 5000), 17],
-        setup=[held(fence=None), ("SET", K.legacy_fence, 17)],
-        after=[(("GET", K.lock), f"{TOKEN}|{META}")],
-    ),
-    Case("status-gone", "lock_status", (K.lock, K.legacy_fence), (TOKEN,), ["gone", 0, 0]),
+    Case("status-gone", "lock_status", (K.lock,), (TOKEN,), ["gone", 0, 0]),
     Case(
         "status-taken",
         "lock_status",
-        (K.lock, K.legacy_fence),
+        (K.lock,),
         (TOKEN,),
         ["taken", 0, 0],
         setup=[held(OTHER)],
@@ -423,7 +378,7 @@ CASES = [
     Case(
         "status-token-prefix-is-not-ownership",
         "lock_status",
-        (K.lock, K.legacy_fence),
+        (K.lock,),
         (TOKEN[:-1],),
         ["taken", 0, 0],
         setup=[held()],
@@ -478,14 +433,14 @@ CASES = [
         after=[(("EXISTS", K.lock), GONE), (("EXISTS", K.wake), GONE)],
     ),
     # ---------------------------------------------------------------- lock_renew
-    # K holds a value with the holder's token in it, K2 one of the earlier format: both renew.
+    # K and K2 hold values of TOKEN (with their fencing tokens 1 and 2): both renew.
     Case(
         "renew-many-as-extend-max",
         "lock_renew",
         (K.lock, K2.lock, K3.lock),
         (f"{TOKEN} 9000 {TOKEN} 2000 {TOKEN} 9000",),
         [["ok", 9000], ["ok", Between(4000, 5000)], ["gone", 0]],
-        setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
+        setup=[held(), ("SET", K2.lock, f"{TOKEN}|2|{META}", "PX", 5000)],
         after=[
             (("PTTL", K.lock), Between(8500, 9000)),
             (("PTTL", K2.lock), Between(4000, 5000)),  # never shortened
@@ -498,7 +453,7 @@ CASES = [
         (K.lock, K2.lock),
         (f"{OTHER} 9000 {TOKEN} 9000",),
         [["taken", 0], ["ok", 9000]],
-        setup=[held(), ("SET", K2.lock, f"{TOKEN}|{META}", "PX", 5000)],
+        setup=[held(), ("SET", K2.lock, f"{TOKEN}|2|{META}", "PX", 5000)],
         after=[
             (("PTTL", K.lock), Between(4000, 5000)),
             (("GET", K.lock), f"{TOKEN}|1|{META}"),
@@ -517,7 +472,7 @@ def test_evalsha_runs_the_loaded_script(r: redis.Redis) -> None:
     script = SCRIPTS["lock_status"]
     r.script_load(script.source)
     command(r, *held(fence=3))
-    reply = norm(r.evalsha(script.sha, 2, K.lock, K.legacy_fence, TOKEN))
+    reply = norm(r.evalsha(script.sha, 1, K.lock, TOKEN))
     assert reply == ["ok", Between(4000, 5000), 3]
 
 

@@ -7,9 +7,7 @@ Python writes only the holder metadata; the Lua scripts put it into the stored v
     lock value        "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       the string at ``P{N}`` of a Lock, a FairLock or a MultiLock name
                       (lock_acquire.lua, fair.lua, multi.lua); ``<fence>`` is the holder's
-                      fencing token. Earlier versions wrote "<token>|<host>|<pid>|
-                      <acquired_unix_ms>" (no fence; the token was the per-name counter's
-                      value), which is still decoded.
+                      fencing token
     hold value        "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       one field of the hash at ``P{N}`` per hold (RLock, ReadWriteLock,
                       Semaphore; the field is the owner token; see hold.lua)
@@ -84,10 +82,9 @@ def holder_meta() -> str:
     return _meta_prefix[1] + str(int(time.time() * 1000))
 
 
-def encode_lock_value(token: str, meta: str, fence: int | None = None) -> str:
-    """The string a Lock key holds (as the scripts write it): ``"<token>|<fence>|<meta>"``,
-    or with ``fence`` None the earlier versions' ``"<token>|<meta>"``."""
-    return f"{token}|{meta}" if fence is None else f"{token}|{fence}|{meta}"
+def encode_lock_value(token: str, meta: str, fence: int) -> str:
+    """The string a Lock key holds (as the scripts write it): ``"<token>|<fence>|<meta>"``."""
+    return f"{token}|{fence}|{meta}"
 
 
 def encode_hold_value(mode: str, count: int, expires_ms: int, fence: int, meta: str) -> str:
@@ -105,9 +102,8 @@ class StoredLock:
     pid: int
     acquired_ms: int
     """The holder's clock at the acquisition, Unix time in milliseconds."""
-    fence: int | None = None
-    """The holder's fencing token; None for a value written by an earlier version (its
-    token is the name's legacy counter ``P{N}:fence``)."""
+    fence: int
+    """The holder's fencing token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,20 +132,16 @@ def _split(value: object, parts: int) -> list[str] | None:
 
 
 def decode_lock_value(value: object) -> StoredLock | None:
-    """Decode a lock value (``bytes`` or ``str``, either format); None if it is not one
-    (malformed, or not a string at all)."""
+    """Decode a lock value (``bytes`` or ``str``); None if it is not one (malformed, or not
+    a string at all)."""
     fields = _split(value, 5)
+    if fields is None:
+        return None
+    token, fence, host, pid, acquired = fields
+    if not fence.isdigit():  # same check as the scripts' "%d+"
+        return None
     try:
-        if fields is not None:
-            token, fence, host, pid, acquired = fields
-            if not fence.isdigit():  # same check as the scripts' "%d+"
-                return None
-            return StoredLock(token, host, int(pid), int(acquired), int(fence))
-        fields = _split(value, 4)
-        if fields is None:
-            return None
-        token, host, pid, acquired = fields
-        return StoredLock(token, host, int(pid), int(acquired))
+        return StoredLock(token, host, int(pid), int(acquired), int(fence))
     except ValueError:
         return None
 

@@ -126,7 +126,6 @@ def compat_keys(name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
         wait=f"{base}:rp-wait:{name}",
         wake=f"{base}:rp-wake:{name}",
         done=f"{base}:rp-done:{name}",
-        legacy_fence="",
         ring=base + RING_SUFFIX,
     )
 

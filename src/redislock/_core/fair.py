@@ -71,8 +71,8 @@ class FairCore(LockCore):
     kind: str = "FairLock"
     """The public class, for messages."""
     _queue_keys: tuple[str, ...] = field(init=False)
-    """fair.lua's KEYS for acquire and cancel (built once per object): all ten, as
-    :attr:`_end_keys`, so that every acquire honours a lock-delay (KEYS[10])."""
+    """fair.lua's KEYS for acquire and cancel (built once per object): all nine, as
+    :attr:`_end_keys`, so that every acquire honours a lock-delay (KEYS[9])."""
     _end_keys: tuple[str, ...] = field(init=False)
     """fair.lua's KEYS for release and force: also the slot's release ring, MultiLock's
     marker and wake channel, and the lock-delay key."""
@@ -85,7 +85,7 @@ class FairCore(LockCore):
 
     def __post_init__(self) -> None:
         k = self.fkeys = FairKeys.of(self.keys.lock, self.keys.fence)
-        own = (k.lock, k.fence, k.queue, k.leases, k.info, k.legacy_fence)
+        own = (k.lock, k.fence, k.queue, k.leases, k.info)
         lk = self.keys
         self._end_keys = (*own, lk.ring, lk.wait, lk.wake, delay_key(lk.lock))
         self._queue_keys = self._end_keys
@@ -104,9 +104,9 @@ class FairCore(LockCore):
         return cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
 
     def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
-        """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info, legacy
-        fence, release ring, MultiLock's marker and wake channel, lock-delay key; ARGV op, token,
-        lease_ms, meta, waiter_ms (0: a single try; else this core's waiter lease),
+        """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info, release
+        ring, MultiLock's marker and wake channel, lock-delay key; ARGV op, token, lease_ms,
+        meta, waiter_ms (0: a single try; else this core's waiter lease),
         queue_max, delay_ms (0: none). The constant ones go as bytes, encoded once
         (redis-py sends bytes as they are)."""
         lease, waiter, most, delay = self._acquire_args

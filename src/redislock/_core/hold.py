@@ -50,7 +50,7 @@ from redislock.errors import (
 __all__ = ["MODES", "HoldCore", "check_permits", "permit_id"]
 
 _HOLD = SCRIPTS["hold"]
-_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "", "", "")
+_NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "", "")
 
 MODES: Final = ("w", "r", "p")
 """``w``: exclusive and reentrant; ``r``: shared and reentrant; ``p``: one permit."""
@@ -72,9 +72,8 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
 def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
     """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[13] role
     letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
-    reader wake, ``p`` permits, ``d`` released, ``l`` legacy fence: always with ``f``, ``x``
-    expiry index). Every call but a status and a leave declares ``h`` and ``x``: the hash and
-    its index change together.
+    reader wake, ``p`` permits, ``d`` released, ``x`` expiry index). Every call but a status
+    and a leave declares ``h`` and ``x``: the hash and its index change together.
 
     A call declares no other key, so in a Cluster slot whose migration is under way a status
     (a one-key script) follows ASK to wherever the hash is, and an extend or a re-entry
@@ -87,9 +86,9 @@ def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0)
     if op == "extend" or (op == "acquire" and reenter):
         return "hx"
     if op == "acquire" and mode == "w" and not marker_ms:
-        return "hflx"  # a single try of an exclusive hold: it neither waits nor wakes anyone
+        return "hfx"  # a single try of an exclusive hold: it neither waits nor wakes anyone
     if op == "acquire":
-        return {"w": "hflwx", "r": "hflwrsx", "p": "hflwkpx"}[mode]
+        return {"w": "hfwx", "r": "hfwrsx", "p": "hfwkpx"}[mode]
     if op == "release":  # wakes whoever may now enter
         return "hwkpdx" if mode == "p" else "hwkrsdx"
     if op == "leave":

@@ -65,8 +65,7 @@ class HoldInfo:
         host: host name of the holder (as the holder's process saw it).
         pid: process id of the holder.
         hold_count: re-entries counted (RLock, ReadWriteLock); 1 for the other kinds.
-        fencing_token: the hold's fencing token (stored with the hold; a Lock hold taken by
-            an earlier version stores none: its token is the name's legacy counter).
+        fencing_token: the hold's fencing token (stored with the hold).
         lease_remaining: seconds left on the hold's lease, by the server's clock; None for a
             Lock key without a TTL (not written by redislock, or PERSISTed).
         acquired_at: Unix time of the acquisition, in seconds, by the holder's clock.
@@ -129,8 +128,7 @@ class LockInfo:
         ttl: seconds left on the lock key's TTL; None when the key is absent or has none.
         fencing_counter: the counter the name's next fencing token comes from: its hash
             slot's counter, shared with the other names of that slot (0 if none of them was
-            ever acquired), or the name's own counter of an earlier version if that is
-            greater. The next token of the name is greater than this.
+            ever acquired). The next token of the name is greater than this.
         holders: the live holds: writers, then readers, then permits, each by fencing
             token; one ``"holder"`` for a held Lock or FairLock; empty when free, or when
             the value was not written by redislock.
@@ -185,12 +183,11 @@ def _inspect(name: str, keys: LockKeys) -> Flow[LockInfo]:
             hkeys.permits,
             fkeys.queue,
             fkeys.leases,
-            keys.legacy_fence,
             keys.lock + LEADER_SUFFIX,
         ),
         (),
     )
-    if not isinstance(reply, list) or len(reply) != 13:
+    if not isinstance(reply, list) or len(reply) != 12:
         raise UnexpectedReplyError(f"inspect replied {reply!r}")
     return decode_reply(name, keys.lock, reply)
 
@@ -214,10 +211,8 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         queue,
         leases,
         now,
-        old,
         leader_raw,
     ) = reply
-    legacy = 0 if _absent(old) else as_int(old)
     key_type = as_str(key_type_raw)
     now_ms = as_int(now)
     exists = key_type != "none"
@@ -227,7 +222,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         "key": key,
         "key_type": key_type,
         "ttl": pttl_ms / 1000.0 if exists and pttl_ms >= 0 else None,
-        "fencing_counter": max(0 if _absent(fence) else as_int(fence), legacy),
+        "fencing_counter": 0 if _absent(fence) else as_int(fence),
         "waiting": bool(as_int(waiting)),
         "readers_waiting": bool(as_int(rwaiting)),
     }
@@ -257,7 +252,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
             host=stored.host,
             pid=stored.pid,
             hold_count=1,
-            fencing_token=legacy if stored.fence is None else stored.fence,
+            fencing_token=stored.fence,
             lease_remaining=base["ttl"],
             acquired_at=stored.acquired_ms / 1000.0,
             token_tag=token_tag(stored.token),

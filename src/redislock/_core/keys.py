@@ -5,16 +5,13 @@ one hash tag), so one script can touch them all even in Redis Cluster.
 For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
 
     P{N}          the lock: string "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>" with a PX
-                  TTL (``<fence>`` is the holder's fencing token; values written by earlier
-                  versions, "<token>|<host>|<pid>|<acquired_unix_ms>", are still read)
+                  TTL (``<fence>`` is the holder's fencing token)
     P{T}:slotfence  the fencing counter of N's hash slot (see below), INCR on every
                   acquisition of every name of that slot, never expires
     P{T}:slotrel  the release ring of N's hash slot: a bit per recent fencing token of the
                   slot, set by its holder's release (scripts/_ring.lua), so a release sent
                   again after a lost reply answers "ok" however many holders came since;
                   at most 1 KiB, never expires (Lock, FairLock and the drop-ins)
-    P{N}:fence    legacy: the per-name counter of earlier versions; the first script that
-                  issues a token to N moves it into the slot counter and deletes it
     P{N}:wait     marker "a MultiLock is waiting" (short TTL), refreshed by its failed tries
     P{N}:wake     a pub/sub CHANNEL, not a key: a release PUBLISHes "*" to it when the
                   marker exists; each process's waiters listen on one shared subscription
@@ -88,7 +85,8 @@ __all__ = [
 
 DEFAULT_PREFIX = "redislock:"
 GRANT_SUFFIX = ":grant"
-"""A name's grant channel is ``<lock key>:grant`` (:attr:`FairKeys.grant`)."""
+"""A name's grant channels are ``<lock key>:grant:<process tag>`` (:meth:`FairKeys.grant_for`;
+:attr:`FairKeys.grant` is their base)."""
 
 SLOTS: Final = 16384
 """Hash slots of Redis Cluster (and of the fencing counters, on any server)."""
@@ -154,15 +152,13 @@ def fence_key(lock_key: str) -> str:
 
 class LockKeys(NamedTuple):
     """The Redis keys of one lock. ``fence`` is the slot's fencing counter and ``ring`` its
-    release ring, shared with the other names of the slot; ``legacy_fence`` the per-name
-    counter of earlier versions."""
+    release ring, shared with the other names of the slot."""
 
     lock: str
     fence: str
     wait: str
     wake: str
     done: str
-    legacy_fence: str
     ring: str
 
     @classmethod
@@ -176,7 +172,6 @@ class LockKeys(NamedTuple):
             wait=base + ":wait",
             wake=base + ":wake",
             done=base + ":done",
-            legacy_fence=base + ":fence",
             ring=fence[: -len(FENCE_SUFFIX)] + RING_SUFFIX,
         )
 
@@ -197,7 +192,6 @@ _HOLD_ROLES = {
     "s": "rwake",
     "p": "permits",
     "d": "released",
-    "l": "legacy_fence",
     "x": "expiry",
 }
 """hold.lua's key role letters (its ARGV[13]) and the :class:`HoldKeys` field each names."""
@@ -218,7 +212,6 @@ class HoldKeys(NamedTuple):
     rwake: str
     permits: str
     released: str
-    legacy_fence: str
     expiry: str
     """The expiry index: a sorted set, owner token -> the end of its lease (hold.lua)."""
 
@@ -239,7 +232,6 @@ class HoldKeys(NamedTuple):
             rwake=base + ":rwake",
             permits=base + ":permits",
             released=base + ":released",
-            legacy_fence=base + ":fence",
             expiry=base + ":expiry",
         )
 
@@ -258,7 +250,8 @@ class FairKeys(NamedTuple):
     leases: str
     info: str
     grant: str
-    legacy_fence: str
+    """The base of the name's grant channels (pub/sub channels, not keys): see
+    :meth:`grant_for`."""
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> FairKeys:
@@ -276,16 +269,20 @@ class FairKeys(NamedTuple):
             leases=base + ":qleases",
             info=base + ":qinfo",
             grant=base + GRANT_SUFFIX,
-            legacy_fence=base + ":fence",
         )
 
     def grant_for(self, token: str) -> str:
-        """The channel a grant to waiter ``token`` is published on (fair.lua's
-        ``grant_channel``): ``<grant>:<process tag>`` for a token of
-        ``redislock._core.lock.queue_token``, so only the waiting process is woken;
-        :attr:`grant` for a token without a tag."""
+        """The channel a grant to waiter ``token`` (one of
+        ``redislock._core.lock.queue_token``'s) is published on (fair.lua's
+        ``grant_channel``): ``<grant>:<process tag>``, so only the waiting process is woken.
+
+        Raises:
+            ValueError: ``token`` has no process tag (fair.lua publishes no grant for it).
+        """
         head, dot, _ = token.partition(".")
-        return f"{self.grant}:{head}" if dot else self.grant
+        if not dot:
+            raise ValueError("a waiter's token starts with its process tag and a dot")
+        return f"{self.grant}:{head}"
 
     @staticmethod
     def tag(token: str) -> str:

@@ -674,7 +674,7 @@ class LockCore:
 
     def status_flow(self, token: str) -> Flow[tuple[str, float, int]]:
         """Ask Redis what ``token`` holds: (status, ttl seconds, fencing token)."""
-        reply = yield Eval(_STATUS, (self.keys.lock, self.keys.legacy_fence), (token,))
+        reply = yield Eval(_STATUS, (self.keys.lock,), (token,))
         status = as_str(reply[0])
         if status not in ("ok", "gone", "taken"):
             raise UnexpectedReplyError(f"lock_status replied {reply!r}")

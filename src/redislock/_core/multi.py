@@ -207,11 +207,7 @@ class MultiCore(LockCore):
         op_id: str = ""
         done_ms: int | str = ""
         if op == "acquire":
-            keys = tuple(
-                k
-                for lock in locks
-                for k in (lock, fence_key(lock), lock + ":wait", lock + ":fence")
-            )
+            keys = tuple(k for lock in locks for k in (lock, fence_key(lock), lock + ":wait"))
         elif op == "release":  # with each name's queue of Lock / FairLock waiters
             queued = [FairKeys.of(lock) for lock in locks]
             keys = tuple(

@@ -260,7 +260,7 @@ class RedlockCore(LockCore):
         keys = self.keys
         op = Eval(
             _ACQUIRE,
-            (keys.lock, keys.fence, keys.wait, keys.legacy_fence),
+            (keys.lock, keys.fence, keys.wait),
             (token, self.lease_ms, meta, 0),
         )
         replies = yield self._all(op, self._decider(("busy",)))
@@ -412,7 +412,7 @@ class RedlockCore(LockCore):
     def _status_all(self, token: str) -> Flow[tuple[list[str], list[float]]]:
         """What ``token`` holds on every master: outcome words, and the TTL in seconds of
         each master where it holds."""
-        replies = yield self._all(Eval(_STATUS, (self.keys.lock, self.keys.legacy_fence), (token,)))
+        replies = yield self._all(Eval(_STATUS, (self.keys.lock,), (token,)))
         return _with_ttls(replies)
 
     def locked_flow(self) -> Flow[bool]:

@@ -62,7 +62,7 @@ def list_command(
     names = []
     for raw in client.scan_iter(match=escaped + "*", count=1000):
         key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        name = LockKeys.name_of(key, prefix)  # None for the internal keys (:fence, :queue ...)
+        name = LockKeys.name_of(key, prefix)  # None for the internal keys (:queue, :wait ...)
         if name is not None and name.startswith(name_prefix):
             names.append(name)
     found = (inspect(client, n, prefix=prefix) for n in sorted(set(names)))

@@ -103,7 +103,7 @@ def scan_names(
     """The lock names under key ``prefix`` whose name matches the glob ``match``, sorted.
 
     SCAN only (``COUNT 1000``), never KEYS: a Cluster client scans every primary. Internal
-    keys of a name (``:fence``, ``:queue``, ...) give the name once.
+    keys of a name (``:queue``, ``:wait``, ...) give the name once.
 
     Raises:
         redis.RedisError: the server could not be read.

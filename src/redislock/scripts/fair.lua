@@ -2,8 +2,8 @@
 -- Design: Redisson's RedissonFairLock (a queue of waiters, each with a timeout), but each
 -- waiter's lease is short and renewed by the waiter itself while it waits, so a dead waiter
 -- is skipped about one waiter lease after it stopped renewing; and a release grants the
--- lock to the next live waiter itself (one message on the name's grant channel, tagged for
--- exactly that waiter), so the waiter needs no further round trip to take it, and the
+-- lock to the next live waiter itself (one message on its process's grant channel of the
+-- name, tagged for exactly that waiter), so the waiter needs no further round trip to take it, and the
 -- releasing client cannot take it back.
 -- While nobody is queued, an acquire is Lock's SET NX (the value carries the next fencing
 -- token, issued only if it was set) and a release Lock's compare-and-delete (the fast paths
@@ -16,16 +16,15 @@
 -- KEYS[3] queue         list of waiter tokens in arrival order
 -- KEYS[4] waiter leases sorted set: token -> server time (ms) at which its waiter lease ends
 -- KEYS[5] waiter info   hash: token -> "<lease_ms>|<meta>" (what a grant writes for it)
--- KEYS[6] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
--- KEYS[7] release ring  optional: the slot's release ring (_ring.lua), a bit per recent
+-- KEYS[6] release ring  optional: the slot's release ring (_ring.lua), a bit per recent
 --                       fencing token: cleared when a token is issued here, set by its
 --                       holder's release, read by a release sent again after a lost reply
--- KEYS[8] waiters key   release, force, optional (with KEYS[7]): MultiLock's marker "some
+-- KEYS[7] waiters key   release, force, optional (with KEYS[6]): MultiLock's marker "some
 --                       client is waiting" (see multi.lua); its presence makes a release
---                       publish one wake-up to KEYS[9]
--- KEYS[9] wake channel  with KEYS[8]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
+--                       publish one wake-up to KEYS[8]
+-- KEYS[8] wake channel  with KEYS[7]: "P{N}:wake", PUBLISHed "*" (MultiLock's waiters listen
 --                       on it, see lock_release.lua); declared as a key, never written as one
--- KEYS[10] delay key    optional (with KEYS[7..9]): "P{N}:delay", string "<delay_ms>", the
+-- KEYS[9] delay key     optional (with KEYS[6..8]): "P{N}:delay", string "<delay_ms>", the
 --                       lock-delay of the hold (ARGV[7]), PXAT = the lock key's deadline +
 --                       delay_ms (both from one TIME),
 --                       written with the hold and moved with each extend (lock_extend.lua);
@@ -39,26 +38,26 @@
 -- ARGV[4] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
 -- ARGV[5] waiter_ms     waiter lease, milliseconds; 0 for a single try (never queues)
 -- ARGV[6] queue_max     most waiters the queue takes; 0: no limit
--- ARGV[7] delay_ms      optional, with KEYS[10]: lock-delay of the hold taken, milliseconds;
+-- ARGV[7] delay_ms      optional, with KEYS[9]: lock-delay of the hold taken, milliseconds;
 --                       0 or absent: none. A queued waiter keeps it in its waiter info as
 --                       "<lease_ms>d<delay_ms>|<meta>" for its grant
 -- release only:
 -- ARGV[3] fence         the hold's fencing token (from its acquire), for the release ring:
 --                       a release sent again finds it released there; 0: not known
 -- force: ARGV op, "" (no token)
--- The name's grant channel is KEYS[1] .. ":grant" (FairKeys.grant, GRANT_SUFFIX; a pub/sub
--- channel, not a key); a grant PUBLISHes "<tag>|<fence>", where tag = sha1(token)[1..20] of
--- the waiter granted, to that waiter's process's channel "<grant channel>:<process tag>"
--- (see _queue.lua: grant_channel); multi.lua's release publishes "<tag>|0" there (a
--- wake-up: try again now).
+-- The name's grant channels are KEYS[1] .. ":grant:<process tag>" (FairKeys.grant_for,
+-- GRANT_SUFFIX; pub/sub channels, not keys); a grant PUBLISHes "<tag>|<fence>", where tag =
+-- sha1(token)[1..20] of the waiter granted, to that waiter's process's channel (see
+-- _queue.lua: grant_channel); multi.lua's release publishes "<tag>|0" there (a wake-up:
+-- try again now).
 -- returns
 --   acquire  {"ok", fence, lease_ms}  held (taken now, or granted to this token by a release)
 --            {"busy", hint_ms, fence} queued (or, for a single try, not taken); hint_ms bounds
 --                                     the wait before the next try, -1 when the lock has no TTL
 --                                     (the delay key's PTTL while a lock-delay holds it off);
---                                     fence: the name's fencing counter now (its slot's, or its
---                                     legacy one if higher; 0 if absent), so a grant message
---                                     received later is known to be newer (fence above);
+--                                     fence: the name's fencing counter now (its slot's; 0 if
+--                                     absent), so a grant message received later is known
+--                                     to be newer (fence above);
 --                                     a single try on the fast path returns {"busy", hint_ms}
 --            {"full", length}         the queue is full; the caller is not queued
 --   release  "ok" | "gone" | "taken"  as lock_release.lua; "ok" grants to the next waiter;
@@ -67,7 +66,7 @@
 --                                     is in the release ring's window (_ring.lua)
 --   cancel   {"ok", fence, lease_ms}  the lock was granted to this token meanwhile: it holds it
 --            {"left", 0}              no longer queued
---   force    1 if a lock key was deleted, plus 2 if a lock-delay (KEYS[10]) was ended: 0..3
+--   force    1 if a lock key was deleted, plus 2 if a lock-delay (KEYS[9]) was ended: 0..3
 --            (operator override; grants to the next waiter)
 --   any op   error "NOPERM redislock: <COMMAND> ..."  the ACL refused a command; nothing was
 --            changed (a fast path: at most a spurious wake-up, as lock_release.lua)
@@ -89,25 +88,25 @@ local function value_fence(v)
 end
 
 -- MultiLock's waiters leave a marker on a busy name and wait on its wake channel: a release
--- (or force) that was given KEYS[8] publishes one wake-up when the marker is there. Through
+-- (or force) that was given KEYS[7] publishes one wake-up when the marker is there. Through
 -- pcall, so a fast path can call it too; returns an error reply, or nil.
 local function wake_marked()
-  if not KEYS[8] then return nil end
-  local r = redis.pcall('EXISTS', KEYS[8])
+  if not KEYS[7] then return nil end
+  local r = redis.pcall('EXISTS', KEYS[7])
   if bad(r) then return failed('EXISTS', r) end
   if r == 1 then
-    r = redis.pcall('PUBLISH', KEYS[9], '*')
+    r = redis.pcall('PUBLISH', KEYS[8], '*')
     if bad(r) then return failed('PUBLISH', r) end
   end
   return nil
 end
 
--- The lock-delay left (ms) when the lock key is absent and the delay key (KEYS[10]) exists:
+-- The lock-delay left (ms) when the lock key is absent and the delay key (KEYS[9]) exists:
 -- the last hold ended without a release and nobody may take the lock yet; nil otherwise
--- (also without KEYS[10]). Through pcall: returns (ms or nil, error reply or nil).
+-- (also without KEYS[9]). Through pcall: returns (ms or nil, error reply or nil).
 local function delay_left()
-  if not KEYS[10] then return nil, nil end
-  local d = redis.pcall('PTTL', KEYS[10])
+  if not KEYS[9] then return nil, nil end
+  local d = redis.pcall('PTTL', KEYS[9])
   if bad(d) then return nil, failed('PTTL', d) end
   if d == -2 then return nil, nil end
   local e = redis.pcall('EXISTS', KEYS[1])
@@ -119,7 +118,7 @@ end
 -- Write the delay key of a hold of lease_ms with lock-delay delay_ms (a string; nothing for
 -- "0" or nil); through pcall: returns an error reply, or nil.
 local function has_delay(delay_ms)
-  return KEYS[10] and delay_ms and delay_ms ~= '' and delay_ms ~= '0'
+  return KEYS[9] and delay_ms and delay_ms ~= '' and delay_ms ~= '0'
 end
 
 -- The deadline (server ms, as exact integer text for PXAT) lease_ms from the server's clock
@@ -142,7 +141,7 @@ end
 -- reply, or nil.
 local function set_delay(at_ms, delay_ms)
   if not has_delay(delay_ms) then return nil end
-  local r = redis.pcall('SET', KEYS[10], delay_ms, 'PXAT', num(at_ms + tonumber(delay_ms)))
+  local r = redis.pcall('SET', KEYS[9], delay_ms, 'PXAT', num(at_ms + tonumber(delay_ms)))
   if bad(r) then return failed('SET', r) end
   return nil
 end
@@ -161,7 +160,7 @@ if op == 'acquire' then
   end
   if q == 0 and not held_off then
     -- The value is written once, with the token it would get (_fence.lua: peek_fence)
-    local fence, no = peek_fence(KEYS[2], KEYS[6])
+    local fence, no = peek_fence(KEYS[2])
     if no then return failed(no, fence) end
     local value = token .. '|' .. fence .. '|' .. ARGV[4]
     local r, at
@@ -179,11 +178,11 @@ if op == 'acquire' then
         redis.pcall('DEL', KEYS[1])  -- undo: no hold without its lock-delay
         return no
       end
-      r, no = next_fence(KEYS[2], KEYS[6])  -- issues that token
-      if not no and KEYS[7] then r, no = ring_issue(KEYS[7], fence) end
+      r, no = next_fence(KEYS[2])  -- issues that token
+      if not no and KEYS[6] then r, no = ring_issue(KEYS[6], fence) end
       if no then
         redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token (and bit)
-        if KEYS[10] then redis.pcall('DEL', KEYS[10]) end
+        if KEYS[9] then redis.pcall('DEL', KEYS[9]) end
         return failed(no, r)
       end
       return {'ok', fence, tonumber(ARGV[3])}
@@ -202,13 +201,13 @@ elseif op == 'release' then
   if mine(v) then
     -- one EXISTS for the queue and MultiLock's marker: usually neither is there
     local q
-    if KEYS[8] then
-      q = redis.pcall('EXISTS', KEYS[3], KEYS[8])
+    if KEYS[7] then
+      q = redis.pcall('EXISTS', KEYS[3], KEYS[7])
     else
       q = redis.pcall('EXISTS', KEYS[3])
     end
     if bad(q) then return failed('EXISTS', q) end
-    if q > 0 and KEYS[8] then  -- which one: only the marker keeps the fast path
+    if q > 0 and KEYS[7] then  -- which one: only the marker keeps the fast path
       q = redis.pcall('EXISTS', KEYS[3])
       if bad(q) then return failed('EXISTS', q) end
       if q == 0 then
@@ -219,18 +218,18 @@ elseif op == 'release' then
     if q == 0 then
       local r, cmd, marked
       local fence = value_fence(v)
-      if KEYS[7] then
-        r, cmd, marked = ring_mark(KEYS[7], KEYS[2], fence)
+      if KEYS[6] then
+        r, cmd, marked = ring_mark(KEYS[6], KEYS[2], fence)
         if r then return failed(cmd, r) end
       end
-      if KEYS[10] then  -- the lock-delay goes with a release (one DEL: both or neither)
-        r = redis.pcall('DEL', KEYS[1], KEYS[10])
+      if KEYS[9] then  -- the lock-delay goes with a release (one DEL: both or neither)
+        r = redis.pcall('DEL', KEYS[1], KEYS[9])
       else
         r = redis.pcall('DEL', KEYS[1])
       end
       if bad(r) then
         -- Not released: forget the release (the bit was just set; DEL failed).
-        if marked then ring_unmark(KEYS[7], fence) end
+        if marked then ring_unmark(KEYS[6], fence) end
         return failed('DEL', r)
       end
       return 'ok'
@@ -238,37 +237,35 @@ elseif op == 'release' then
   end
 end
 
-local grant = KEYS[1] .. ':grant'  -- the name's grant channel (see above)
+local grant = KEYS[1] .. ':grant'  -- the base of the name's grant channels (see above)
 
 -- ACL (docs/acl.md): each command this script may run on each key it declares (and on the
 -- grant channel) is checked before anything is read or written, so a refused one makes the
 -- call answer "NOPERM redislock: <COMMAND> ..." having changed nothing (Redis >= 7).
 do
-  local k1, k2, k3, k4, k5, k6 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+  local k1, k2, k3, k4, k5 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   local uses = {
     k1, 'GET', k1, 'SET', k1, 'DEL', k1, 'PTTL',
-    k2, 'GET', k2, 'SET', k2, 'INCR',
-    k6, 'GET', k6, 'DEL',
+    k2, 'GET', k2, 'INCR',
     k3, 'DEL', k3, 'LINDEX', k3, 'LLEN', k3, 'LREM', k3, 'PEXPIRE', k3, 'PTTL', k3, 'RPUSH',
     k4, 'DEL', k4, 'PEXPIRE', k4, 'ZADD', k4, 'ZCARD', k4, 'ZRANGEBYSCORE', k4, 'ZREM',
     k4, 'ZSCORE',
     k5, 'DEL', k5, 'HDEL', k5, 'HGET', k5, 'HSET', k5, 'PEXPIRE',
-    grant, 'PUBLISH',  -- a waiter of an earlier version (see _queue.lua)
     grant .. ':0', 'PUBLISH',  -- a process's channel (any tag: checked as one)
   }
+  if KEYS[6] then
+    uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
+      KEYS[6], 'GETBIT', KEYS[6], 'SETBIT'
+  end
   if KEYS[7] then
     uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
-      KEYS[7], 'GETBIT', KEYS[7], 'SETBIT'
+      KEYS[7], 'EXISTS', KEYS[8], 'PUBLISH'
   end
-  if KEYS[8] then
+  if KEYS[9] then
     uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
-      KEYS[8], 'EXISTS', KEYS[9], 'PUBLISH'
-  end
-  if KEYS[10] then
+      KEYS[9], 'PTTL', KEYS[9], 'SET'
     uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
-      KEYS[10], 'PTTL', KEYS[10], 'SET'
-    uses[#uses + 1], uses[#uses + 2], uses[#uses + 3], uses[#uses + 4] =
-      KEYS[10], 'DEL', KEYS[10], 'EXISTS'
+      KEYS[9], 'DEL', KEYS[9], 'EXISTS'
   end
   local no = preflight(uses, true)
   if no then return refused(no) end
@@ -310,7 +307,7 @@ end
 -- (called only while the lock key is absent); none while a lock-delay holds the lock off:
 -- the head waiter takes it itself once the delay key is gone (its keep finds it free)
 local function grant_next()
-  if KEYS[10] and redis.call('EXISTS', KEYS[10]) == 1 then return false end
+  if KEYS[9] and redis.call('EXISTS', KEYS[9]) == 1 then return false end
   local head = redis.call('LINDEX', KEYS[3], 0)
   if not head then return false end
   local info = redis.call('HGET', KEYS[5], head)
@@ -319,21 +316,22 @@ local function grant_next()
     forget(head)
     return redis.error_reply('redislock - waiter info of ' .. KEYS[3] .. ' is malformed')
   end
-  local fence, no = next_fence(KEYS[2], KEYS[6])
+  local fence, no = next_fence(KEYS[2])
   if no then return failed(no, fence) end
-  if KEYS[7] then  -- checked by the preflight: cannot fail now
-    local e, cmd = ring_issue(KEYS[7], fence)
+  if KEYS[6] then  -- checked by the preflight: cannot fail now
+    local e, cmd = ring_issue(KEYS[6], fence)
     if e then return failed(cmd, e) end
   end
   if has_delay(delay) then  -- one deadline for both keys (deadline() above)
     local at = now + tonumber(lease)
     redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PXAT', num(at))
-    redis.call('SET', KEYS[10], delay, 'PXAT', num(at + tonumber(delay)))
+    redis.call('SET', KEYS[9], delay, 'PXAT', num(at + tonumber(delay)))
   else
     redis.call('SET', KEYS[1], head .. '|' .. fence .. '|' .. meta, 'PX', lease)
   end
   forget(head)
-  redis.call('PUBLISH', grant_channel(grant, head), grant_tag(head) .. '|' .. fence)
+  local channel = grant_channel(grant, head)
+  if channel then redis.call('PUBLISH', channel, grant_tag(head) .. '|' .. fence) end
   settle()
   return true
 end
@@ -343,19 +341,17 @@ if op == 'acquire' then
   if mine(v) then  -- granted by a release, or a repeat after a lost reply
     forget(token)
     settle()
-    local fence, no = held_fence(v, KEYS[6])
-    if no then return failed(no, fence) end
-    return {'ok', fence, redis.call('PTTL', KEYS[1])}
+    return {'ok', held_fence(v), redis.call('PTTL', KEYS[1])}
   end
-  local held_off = KEYS[10] and not v and redis.call('PTTL', KEYS[10])
+  local held_off = KEYS[9] and not v and redis.call('PTTL', KEYS[9])
   if held_off == -2 then held_off = nil end
   if not v and not held_off then
     local head = redis.call('LINDEX', KEYS[3], 0)
     if not head or head == token then
-      local fence, no = next_fence(KEYS[2], KEYS[6])
+      local fence, no = next_fence(KEYS[2])
       if no then return failed(no, fence) end
-      if KEYS[7] then  -- checked by the preflight: cannot fail now
-        local e, cmd = ring_issue(KEYS[7], fence)
+      if KEYS[6] then  -- checked by the preflight: cannot fail now
+        local e, cmd = ring_issue(KEYS[6], fence)
         if e then return failed(cmd, e) end
       end
       local at = now + tonumber(ARGV[3])
@@ -372,12 +368,12 @@ if op == 'acquire' then
     local r = grant_next()
     if r ~= true and r ~= false then return r end
   end
-  -- The counter this name's next token comes from, as it is now (the slot counter, or the
-  -- name's legacy counter if that is higher: peek_fence - 1). The counter is shared by all
-  -- the names of the slot, so other names raise it too; still, every grant to this waiter
-  -- runs after this reply and takes its token from the same counter with INCR, so its fence
-  -- is always above this value: the waiter's "grant fence above busy fence" check holds.
-  local fence_now, no = peek_fence(KEYS[2], KEYS[6])
+  -- The counter this name's next token comes from, as it is now (the slot counter:
+  -- peek_fence - 1). The counter is shared by all the names of the slot, so other names
+  -- raise it too; still, every grant to this waiter runs after this reply and takes its
+  -- token from the same counter with INCR, so its fence is always above this value: the
+  -- waiter's "grant fence above busy fence" check holds.
+  local fence_now, no = peek_fence(KEYS[2])
   if no then return failed(no, fence_now) end
   fence_now = fence_now - 1
   local hint = held_off or redis.call('PTTL', KEYS[1])
@@ -402,8 +398,8 @@ end
 if op == 'release' then
   local v = redis.call('GET', KEYS[1])
   local fence = tonumber(ARGV[3] or '0') or 0
-  if not mine(v) and KEYS[7] then
-    local done, e, cmd = ring_released(KEYS[7], KEYS[2], fence)
+  if not mine(v) and KEYS[6] then
+    local done, e, cmd = ring_released(KEYS[6], KEYS[2], fence)
     if e then return failed(cmd, e) end
     if done then  -- released already (and maybe granted on): the same release sent again
       if not v then  -- nobody was granted it yet
@@ -421,12 +417,12 @@ if op == 'release' then
   if not mine(v) then return 'taken' end
   local r = wake_marked()  -- checked by the preflight: cannot fail now
   if r then return r end
-  if KEYS[7] then
-    local e, cmd = ring_mark(KEYS[7], KEYS[2], value_fence(v))
+  if KEYS[6] then
+    local e, cmd = ring_mark(KEYS[6], KEYS[2], value_fence(v))
     if e then return failed(cmd, e) end
   end
   redis.call('DEL', KEYS[1])
-  if KEYS[10] then redis.call('DEL', KEYS[10]) end  -- a release ends the lock-delay too
+  if KEYS[9] then redis.call('DEL', KEYS[9]) end  -- a release ends the lock-delay too
   r = grant_next()
   if r ~= true and r ~= false then return r end
   return 'ok'
@@ -435,9 +431,7 @@ end
 if op == 'cancel' then
   local v = redis.call('GET', KEYS[1])
   if mine(v) then
-    local fence, no = held_fence(v, KEYS[6])
-    if no then return failed(no, fence) end
-    return {'ok', fence, redis.call('PTTL', KEYS[1])}
+    return {'ok', held_fence(v), redis.call('PTTL', KEYS[1])}
   end
   forget(token)
   if not v then
@@ -451,7 +445,7 @@ end
 if op == 'force' then
   local n = redis.call('DEL', KEYS[1])
   -- an operator's override ends the lock-delay too (to keep it, let the lease run out)
-  if KEYS[10] then n = n + 2 * redis.call('DEL', KEYS[10]) end
+  if KEYS[9] then n = n + 2 * redis.call('DEL', KEYS[9]) end
   local r = wake_marked()
   if r then return r end
   r = grant_next()

@@ -3,7 +3,7 @@
 -- Design: Redisson's RLock (a hash owner -> count, in Lua) and RReadWriteLock, but with
 -- one lease per hold stored in the hold itself, so one key serves all holders (cluster-safe)
 -- and a crashed reader or permit holder frees its share when its own lease ends.
--- Cost: a call reads only the holds it is about (HGET) and asks the expiry index (KEYS[10])
+-- Cost: a call reads only the holds it is about (HGET) and asks the expiry index (KEYS[9])
 -- how many live holds of each mode there are and when the first and the last lease end
 -- (ZCOUNT, ZRANGEBYSCORE ... LIMIT 0 1: O(log n) in the number of holds n), so a read hold,
 -- a permit, a re-entry, a release and a renewal cost O(log n), also with 10,000 holds on
@@ -21,7 +21,7 @@
 --                                mode w: exclusive, reentrant; r: shared, reentrant;
 --                                p: a semaphore permit; expires_ms: server time (TIME) in
 --                                milliseconds at which this hold's lease ends
---                       The hash is the record; KEYS[10] indexes it. The key expires when the
+--                       The hash is the record; KEYS[9] indexes it. The key expires when the
 --                       latest lease ends (PEXPIREAT that expires_ms), so it vanishes with it.
 -- KEYS[2] fence key     the name's slot counter (_fence.lua), INCR once per new hold (not per
 --                       re-entry), never expires
@@ -37,16 +37,17 @@
 --                       time in milliseconds at which it is forgotten (ARGV[12] after the
 --                       release); the key's TTL is ARGV[12]. A release sent again after a
 --                       lost reply finds its token there and answers "ok"
--- KEYS[9] legacy fence  the name's per-name counter of earlier versions (_fence.lua)
--- KEYS[10] expiry index sorted set, one member per field of KEYS[1]: owner token ->
+-- KEYS[9] expiry index  sorted set, one member per field of KEYS[1]: owner token ->
 --                       BAND[mode] + expires_ms (BAND: w 0, r 1e13, p 2e13; SPAN 1e13 ms
 --                       keeps each mode in its own score band until the year 2286), so the
 --                       live holds of a mode are the scores in (BAND + now, BAND + SPAN).
 --                       Same TTL as KEYS[1]. Its size always equals the hash's: when they
---                       differ (a hash written before this index existed, by an older
---                       version or by hand), the call rebuilds the index from the hash once
---                       (HGETALL, O(n)) before it does anything else. The hash is the record:
---                       a hold is pruned only if its hash value says its lease ended.
+--                       differ (a field or the index changed by hand, or a call that a
+--                       refused command stopped between a write of the hash and of the index
+--                       on Redis 6.2, which has no ACL preflight), the call rebuilds the index
+--                       from the hash once (HGETALL, O(n)) before it does anything else. The
+--                       hash is the record: a hold is pruned only if its hash value says its
+--                       lease ended.
 -- ARGV[1] op            acquire | release | extend | status | count | leave | force
 -- ARGV[2] token         owner token (>= 32 hex chars)
 -- ARGV[3] mode          w | r | p (acquire)
@@ -64,9 +65,8 @@
 -- ARGV[12] done_ms      with KEYS[8]: how long a released hold is remembered, milliseconds
 -- ARGV[13] roles        optional: which keys KEYS holds, one letter per key in order: h hash,
 --                       f fence, w waiters, k wake, r rwait, s rwake, p permits, d released,
---                       l legacy fence, x expiry index (KEYS[1] to KEYS[10] above); "" or
---                       absent: "hfwkrspdlx", all ten ("f" always comes with "l"). Every op but
---                       status and leave needs h and x. A call
+--                       x expiry index (KEYS[1] to KEYS[9] above); "" or absent: "hfwkrspdx",
+--                       all nine. Every op but status and leave needs h and x. A call
 --                       declares only the keys it may touch (hold.py: hold_roles), so during a
 --                       Cluster slot migration a status is a one-key script that follows ASK
 --                       (an extend: the hash and its index, which exist together) instead of
@@ -97,7 +97,7 @@
 local op, token = ARGV[1], ARGV[2]
 local K = {}
 local roles = ARGV[13] or ''
-if roles == '' then roles = 'hfwkrspdlx' end
+if roles == '' then roles = 'hfwkrspdx' end
 for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 
 -- ACL (docs/acl.md): before anything is read or written, each command this script may run on
@@ -107,8 +107,7 @@ for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end
 do
   local uses = {
     h = {'HGET', 'HLEN', 'HGETALL', 'HDEL', 'HSET', 'PEXPIREAT', 'DEL'},
-    f = {'GET', 'SET', 'INCR'},
-    l = {'GET', 'DEL'},
+    f = {'INCR'},
     w = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'},
     k = {'PUBLISH'},
     r = {'SET', 'EXISTS'},
@@ -252,7 +251,7 @@ if op ~= 'status' and op ~= 'leave' then
       end
     end
   end
-  -- the index has one member per field; otherwise rebuild it from the hash (see KEYS[10])
+  -- the index has one member per field; otherwise rebuild it from the hash (see KEYS[9])
   if redis.call('HLEN', K.h) ~= redis.call('ZCARD', K.x) then
     local flat = redis.call('HGETALL', K.h)
     local found = {}
@@ -374,7 +373,7 @@ if op == 'acquire' then
     end
     return {'busy', hint}
   end
-  local fence, no = next_fence(K.f, K.l)
+  local fence, no = next_fence(K.f)
   if no then return failed(no, fence) end
   local h = {mode = mode, count = 1, exp = now + tonumber(ARGV[4]), fence = fence, meta = ARGV[5]}
   store(token, h)

@@ -2,20 +2,18 @@
 -- Used by redislock.inspect() and `redislock inspect`; the caller decodes the values. One
 -- script instead of a MULTI pipeline so that it is one flow operation, and the server's TIME
 -- comes from the same instant as the values it is compared with.
--- KEYS[1] lock key      string "<token>|<fence>|<meta>" (Lock, FairLock, MultiLock; earlier
---                       versions wrote "<token>|<meta>") or a hash of holds
---                       (RLock, ReadWriteLock, Semaphore; see hold.lua), or absent
+-- KEYS[1] lock key      string "<token>|<fence>|<meta>" (Lock, FairLock, MultiLock) or a hash
+--                       of holds (RLock, ReadWriteLock, Semaphore; see hold.lua), or absent
 -- KEYS[2] fence key     the slot's fencing counter, shared by the names of one hash slot
 -- KEYS[3] waiters key   Lock: marker string; hold kinds: sorted set of waiting writers/permits
 -- KEYS[4] rwait marker  a reader of a ReadWriteLock is waiting
 -- KEYS[5] permits key   Semaphore: the permit count set at run time
 -- KEYS[6] queue         FairLock: list of waiter tokens in arrival order
 -- KEYS[7] waiter leases FairLock: sorted set token -> server time (ms) its waiter lease ends
--- KEYS[8] legacy fence  the name's per-name counter of earlier versions (see _fence.lua)
--- KEYS[9] leader key    Election: "<term>|<identity>|<value>" (see election.lua), or absent
+-- KEYS[8] leader key    Election: "<term>|<identity>|<value>" (see election.lua), or absent
 -- ARGV: none
 -- returns {type, value, fields, pttl_ms, fence, waiting, rwaiting, permits, queue, leases, now_ms,
---          legacy, leader}
+--          leader}
 --   type      TYPE of KEYS[1]: "none", "string", "hash" or another type (not redislock's)
 --   value     KEYS[1]'s string value, or nil when it is not a string
 --   fields    KEYS[1]'s hash as {field, value, ...}, or {} when it is not a hash
@@ -23,8 +21,7 @@
 --   fence     the counter (nil: never set);  waiting, rwaiting: EXISTS of KEYS[3], KEYS[4]
 --   permits   KEYS[5] (nil: absent);  queue: KEYS[6] in order;  leases: {token, end_ms, ...}
 --   now_ms    the server's TIME in milliseconds
---   legacy    KEYS[8] (nil: absent, as after the first token issued by this version)
---   leader    KEYS[9] (nil: absent; the caller trusts it only when its term is the holder's
+--   leader    KEYS[8] (nil: absent; the caller trusts it only when its term is the holder's
 --             fencing token, as Election.leader() does)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -49,5 +46,4 @@ return {
   redis.call('ZRANGE', KEYS[7], 0, -1, 'WITHSCORES'),
   now,
   redis.call('GET', KEYS[8]),
-  redis.call('GET', KEYS[9]),
 }

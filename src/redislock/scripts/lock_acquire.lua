@@ -3,8 +3,6 @@
 -- KEYS[2] fence key     the name's slot counter (_fence.lua): integer, never expires, never
 --                       reset; INCR only on success; shared by the names of one hash slot
 -- KEYS[3] waiters key   marker "some client is waiting"; its presence makes release push a wake-up
--- KEYS[4] legacy fence  the name's per-name counter of earlier versions: moved into KEYS[2]
---                       and deleted before the first token this script issues (_fence.lua)
 -- ARGV[1] token         owner token (>= 32 hex chars, no '|')
 -- ARGV[2] ttl_ms        lease length, milliseconds (integer >= 1)
 -- ARGV[3] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
@@ -23,13 +21,13 @@
 -- include: _acl.lua
 -- include: _fence.lua
 
-local fence, no = peek_fence(KEYS[2], KEYS[4])
+local fence, no = peek_fence(KEYS[2])
 if no then return failed(no, fence) end
 local r = redis.pcall(
   'SET', KEYS[1], ARGV[1] .. '|' .. fence .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2])
 if bad(r) then return failed('SET', r) end
 if r then
-  r, no = next_fence(KEYS[2], KEYS[4])  -- issues that token
+  r, no = next_fence(KEYS[2])  -- issues that token
   if no then
     redis.pcall('DEL', KEYS[1])  -- undo: no hold without its fencing token
     return failed(no, r)
@@ -41,9 +39,7 @@ if bad(v) then return failed('GET', v) end
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   r = redis.pcall('PEXPIRE', KEYS[1], ARGV[2])
   if bad(r) then return failed('PEXPIRE', r) end
-  fence, no = held_fence(v, KEYS[4])
-  if no then return failed(no, fence) end
-  return {'ok', fence}
+  return {'ok', held_fence(v)}
 end
 if ARGV[4] ~= '0' then
   r = redis.pcall('SET', KEYS[3], '1', 'PX', ARGV[4])

@@ -1,7 +1,5 @@
 -- lock_status: what this owner token holds, for owned(), remaining() and adopting a lock by token.
--- KEYS[1] lock key
--- KEYS[2] legacy fence  the name's per-name counter of earlier versions: the holder's token
---                       when the lock value has the earlier format without one (_fence.lua)
+-- KEYS[1] lock key      string "<token>|<fence>|<meta>": the holder's fencing token is in it
 -- ARGV[1] token         owner token
 -- returns {"ok", pttl_ms, fence}   this token holds the lock; fence is its fencing token
 --         {"gone", 0, 0}           no lock key
@@ -21,6 +19,4 @@ if string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then
 end
 local pttl = redis.pcall('PTTL', KEYS[1])
 if bad(pttl) then return failed('PTTL', pttl) end
-local fence, no = held_fence(v, KEYS[2])
-if no then return failed(no, fence) end
-return {'ok', pttl, fence}
+return {'ok', pttl, held_fence(v)}

@@ -7,13 +7,12 @@
 --         of one slot share it); release: its waiters key
 -- KEYS[3] acquire: its waiters key (marker, see lock_acquire.lua); release: its wake channel
 --         (PUBLISHed "*", see lock_release.lua)
--- KEYS[4] acquire: its legacy fence key (_fence.lua); release: its done key (see
---         lock_release.lua; written for one name per chunk)
+-- KEYS[4] release: its done key (see lock_release.lua; written for one name per chunk)
 -- KEYS[5] release: its queue (list of queued Lock and FairLock waiters, see fair.lua)
 -- KEYS[6] release: its waiter leases (sorted set token -> end of its waiter lease, server ms)
 --         The keys of name i follow those of name i-1; keys per name by op:
---           acquire: lock, fence, waiters, legacy fence (4);  release: lock, waiters, wake,
---           done, queue, waiter leases (6);  extend, status: lock (1).
+--           acquire: lock, fence, waiters (3);  release: lock, waiters, wake, done, queue,
+--           waiter leases (6);  extend, status: lock (1).
 --         So name i's lock key is KEYS[stride * (i - 1) + 1].
 --         extend with ARGV[8]: KEYS[n + 1] is the first name's done key.
 -- ARGV[1] op            "acquire", "release", "extend" or "status"
@@ -26,8 +25,8 @@
 -- ARGV[8] op_id         extend "add", optional: random per call; a call that finds its op_id in
 --                       the first name's done key was applied already (as lock_extend.lua)
 -- ARGV[9] done_ms       release, extend with ARGV[8]: how long the done key remembers it, milliseconds
--- ARGV[10] grant_suffix release: a name's grant channel is <lock key> .. grant_suffix
---                       (":grant"; see _queue.lua, fair.lua)
+-- ARGV[10] grant_suffix release: a name's grant channels are <lock key> .. grant_suffix ..
+--                       ":<process tag>" (grant_suffix ":grant"; see _queue.lua, fair.lua)
 -- returns acquire: {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --                  {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                                        TTL); nothing was written but name i's waiters marker
@@ -60,7 +59,7 @@ local mine = ARGV[3] .. '|'
 local len = #mine
 local stride = 1
 if op == 'acquire' then
-  stride = 4
+  stride = 3
 elseif op == 'release' then
   stride = 6
 end
@@ -84,7 +83,7 @@ if op == 'acquire' then
       if string.sub(v, 1, len) ~= mine then
         local r
         if ARGV[6] ~= '0' then
-          r = redis.pcall('SET', KEYS[4 * i - 1], '1', 'PX', ARGV[6])
+          r = redis.pcall('SET', KEYS[3 * i], '1', 'PX', ARGV[6])
           if bad(r) then return failed('SET', r) end
         end
         r = redis.pcall('PTTL', locks[i])
@@ -127,10 +126,9 @@ if op == 'acquire' then
   for i = 1, n do
     local fence, no
     if values[i] then
-      fence, no = held_fence(values[i], KEYS[4 * i])
-      if no then return undo(no, fence) end
+      fence = held_fence(values[i])
     else
-      fence, no = next_fence(KEYS[4 * i - 2], KEYS[4 * i])
+      fence, no = next_fence(KEYS[3 * i - 1])
       if no then return undo(no, fence) end
       r = redis.pcall('SET', locks[i], mine .. fence .. '|' .. ARGV[5], 'PX', ARGV[4])
       if bad(r) then return undo('SET', r) end
@@ -192,7 +190,8 @@ if op == 'release' then
       local ends = redis.pcall('ZSCORE', KEYS[6 * i], head)
       if bad(ends) then return failed('ZSCORE', ends) end
       if ends and tonumber(ends) > now then
-        heads[#heads + 1] = {grant_channel(locks[i] .. ARGV[10], head), grant_tag(head) .. '|0'}
+        local channel = grant_channel(locks[i] .. ARGV[10], head)
+        if channel then heads[#heads + 1] = {channel, grant_tag(head) .. '|0'} end
         break
       end
       k = k + 1

@@ -3,8 +3,7 @@
 -- KEYS[1] fence key     the name's slot counter (_fence.lua), never expires; only ever raised,
 --                       never lowered. KEYS[i] for i > 1: more fence keys (MultiRedlock: one per
 --                       name; names of one slot share one, raised to the greatest of their tokens)
---                       each with ARGV[i]. A name's legacy per-name counter is left alone: the
---                       next token issued for the name moves it in first (_fence.lua)
+--                       each with ARGV[i]
 -- ARGV[1] fence         the fencing token for KEYS[1] (integer >= 1); ARGV[i] for KEYS[i]
 -- returns n             the number of counters now >= their token (always #KEYS)
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command (counters

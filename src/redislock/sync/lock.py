@@ -125,8 +125,8 @@ class Lock(Lease):
         One round trip when nobody is queued: a script sets the key with a fresh token and
         PX TTL only if absent, and issues the next fencing token. Otherwise the same script
         queues this waiter, which waits for a release to grant it the lock (a message on
-        the name's grant channel, which all the waiters of the process share on one
-        connection: waiting holds no pooled connection). Meanwhile the process renews the
+        its process's grant channel of the name; all the waiters of the process listen on
+        one connection: waiting holds no pooled connection). Meanwhile the process renews the
         waiter leases of all its queued waiters on one client in one call every third of the
         lease (1 s), which also finds a grant whose message was lost, or the lock left free
         by a holder whose lease ran out; the waiter's own try is only a safety net, every

@@ -10,18 +10,16 @@ has a 0.2 s timeout; connections are re-made after errors):
 * the **snapshot poller** reads, every ``poll_interval`` seconds and in one MULTI/EXEC of
   read-only commands (atomic, and allowed under ``CLIENT PAUSE WRITE``), the server ``TIME``
   and for each lock name ``N`` the key ``<prefix>{N}``: a Lock/Redlock/FairLock string
-  ``"<token>|<fence>|<host>|<pid>|<unix_ms>"`` (or an earlier version's
-  ``"<token>|<host>|<pid>|<unix_ms>"`` with its per-name counter ``<prefix>{N}:fence``), or an
-  RLock/ReadWriteLock/Semaphore hash ``token -> "<mode>|<count>|<expires_ms>|<fence>|<host>|
-  <pid>|<acquired_unix_ms>"`` (holds whose ``expires_ms`` is not after the server ``TIME``
-  are logically expired and skipped). It keeps one :class:`HoldInterval` per hold and server:
+  ``"<token>|<fence>|<host>|<pid>|<unix_ms>"``, or an RLock/ReadWriteLock/Semaphore hash
+  ``token -> "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"`` (holds
+  whose ``expires_ms`` is not after the server ``TIME`` are logically expired and skipped).
+  It keeps one :class:`HoldInterval` per hold and server:
   first seen, last seen present, first seen absent (``gone``). A failed poll is not an
   absence: an interval closes only on a successful snapshot that lacks the hold (after a
   restart without persistence that is the first successful poll). Every ``scan_every``
   polls it also SCANs ``<prefix>*`` and PTTLs every key: a key that is not a fencing counter
-  (``…:slotfence``, or an earlier version's ``…:fence``), a release ring (``…:slotrel``)
-  nor a permit count (``…:permits``)
-  with no TTL is a :class:`TtlViolation`.
+  (``…:slotfence``), a release ring (``…:slotrel``) nor a permit count (``…:permits``) with
+  no TTL is a :class:`TtlViolation`.
 * the **MONITOR reader** keeps a shadow of every lock key (string value and expiry, hash
   fields) from the writes it sees, and flags a :class:`ForeignTouch` when a script deletes,
   expires or overwrites a lock key or hold that, per the shadow, belonged to another token
@@ -454,7 +452,6 @@ class Auditor(Startable):
         for keys in self._keys:
             pipe.get(keys.lock)
             pipe.hgetall(keys.lock)
-            pipe.get(keys.legacy_fence)  # the token of a hold of an earlier version
         sent = time.monotonic()
         replies = pipe.execute(raise_on_error=False)
         got = time.monotonic()
@@ -467,15 +464,13 @@ class Auditor(Startable):
         t, t_gone = snapshot_times(sent, got, wall, sec + usec / 1e6)
         seen: dict[tuple[str, Any], HoldInterval] = {}
         for i, name in enumerate(self._names):
-            value, fields, fence = replies[1 + 3 * i : 4 + 3 * i]
+            value, fields = replies[1 + 2 * i : 3 + 2 * i]
             if isinstance(value, bytes):
                 hold = decode_lock_value(value)
                 if hold is None:
                     continue
-                fence_n = int(fence) if isinstance(fence, bytes) and fence.isdigit() else 0
-                fence_n = fence_n if hold.fence is None else hold.fence
                 seen[(name, ("s", arg_text(value)))] = HoldInterval(
-                    srv.index, name, hold.pid, fence_n, t, t, None, STRING_MODE,
+                    srv.index, name, hold.pid, hold.fence, t, t, None, STRING_MODE,
                     hold.token[:TOKEN_CHARS], hold.host,
                 )  # fmt: skip
             elif isinstance(fields, dict):
@@ -515,7 +510,7 @@ class Auditor(Startable):
         checked = [
             k
             for k in keys
-            if not k.endswith((FENCE_SUFFIX.encode(), RING_SUFFIX.encode(), b":fence", b":permits"))
+            if not k.endswith((FENCE_SUFFIX.encode(), RING_SUFFIX.encode(), b":permits"))
         ]
         if not checked:
             return

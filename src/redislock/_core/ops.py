@@ -285,7 +285,12 @@ def script_error(exc: Exception) -> Exception | None:
 # What each script's lock key holds, for the error of a name shared by two kinds.
 _STRING_KINDS = "Lock, MultiLock, FairLock or Redlock"
 _HASH_KINDS = "RLock, ReadWriteLock or Semaphore"
-_WANTED = {"hold": _HASH_KINDS, "fair": "FairLock", "multi": "MultiLock"}
+_WANTED = {
+    "hold": _HASH_KINDS,
+    "fair": "FairLock",
+    "multi": "MultiLock",
+    "latch": "CountDownLatch",
+}
 _HOLD_MODES = {
     "p": "a Semaphore",
     "r": "a ReadWriteLock (read holds)",

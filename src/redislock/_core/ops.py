@@ -290,6 +290,7 @@ _WANTED = {
     "fair": "FairLock",
     "multi": "MultiLock",
     "latch": "CountDownLatch",
+    "barrier": "Barrier",
 }
 _HOLD_MODES = {
     "p": "a Semaphore",

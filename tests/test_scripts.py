@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Lua scripts: inventory, header documentation, SHA1s, and checks over every behaviour
 case. The cases themselves run in ``tests/test_scripts_<family>.py`` (lock, hold, fair, multi,
-fencing, inspect, once, election), with the vocabulary of ``tests/scriptcases.py``."""
+fencing, inspect, once, election, latch), with the vocabulary of ``tests/scriptcases.py``."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.test_scripts_fair import CASES as FAIR_CASES
 from tests.test_scripts_fencing import CASES as FENCING_CASES
 from tests.test_scripts_hold import CASES as HOLD_CASES
 from tests.test_scripts_inspect import CASES as INSPECT_CASES
+from tests.test_scripts_latch import CASES as LATCH_CASES
 from tests.test_scripts_lock import CASES as LOCK_CASES
 from tests.test_scripts_multi import CASES as MULTI_CASES
 from tests.test_scripts_once import CASES as ONCE_CASES
@@ -51,6 +52,7 @@ CASES = [
     *COMPAT_CASES,
     *ONCE_CASES,
     *ELECTION_CASES,
+    *LATCH_CASES,
 ]
 
 
@@ -150,6 +152,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
+        "latch": ["ttl_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Lua scripts: inventory, header documentation, SHA1s, and checks over every behaviour
 case. The cases themselves run in ``tests/test_scripts_<family>.py`` (lock, hold, fair, multi,
-fencing, inspect, once, election, latch), with the vocabulary of ``tests/scriptcases.py``."""
+fencing, inspect, once, election, latch, barrier), with the vocabulary of ``tests/scriptcases.py``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from redislock._core.scripts import SCRIPTS, Script
 from redislock.server import RedisProcess
 from tests import clients
 from tests.scriptcases import norm
+from tests.test_scripts_barrier import CASES as BARRIER_CASES
 from tests.test_scripts_compat import CASES as COMPAT_CASES
 from tests.test_scripts_election import CASES as ELECTION_CASES
 from tests.test_scripts_fair import CASES as FAIR_CASES
@@ -53,6 +54,7 @@ CASES = [
     *ONCE_CASES,
     *ELECTION_CASES,
     *LATCH_CASES,
+    *BARRIER_CASES,
 ]
 
 
@@ -153,6 +155,7 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
         "latch": ["ttl_ms", "done_ms"],
+        "barrier": ["lease_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
 

@@ -128,10 +128,10 @@ end
 -- Both keys expire when the latest member lease ends.
 local function settle(last)
   if last <= now then return nil end
-  for i = 1, 2 do
-    local r = redis.pcall('PEXPIREAT', KEYS[i], last)
-    if bad(r) then return failed('PEXPIREAT', r) end
-  end
+  local r = redis.pcall('PEXPIREAT', KEYS[1], last)
+  if bad(r) then return failed('PEXPIREAT', r) end
+  r = redis.pcall('PEXPIREAT', KEYS[2], last)
+  if bad(r) then return failed('PEXPIREAT', r) end
   return nil
 end
 

@@ -11,6 +11,7 @@ of its own (``asyncio.to_thread``), so sync waiters wait side by side as asyncio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import multiprocessing
@@ -85,11 +86,13 @@ class Side:
 
         def work() -> None:
             try:
-                result = fn(*args, **kwargs)
+                result: Any = fn(*args, **kwargs)
+                error: BaseException | None = None
             except BaseException as exc:
-                loop.call_soon_threadsafe(settle, exc, None)
-            else:
-                loop.call_soon_threadsafe(settle, None, result)
+                result, error = None, exc
+            # A test that failed may have closed its loop before this call ended.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, error, result)
 
         threading.Thread(target=work, daemon=True).start()
         return await done

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The Lua scripts: inventory, header documentation, SHA1s, and checks over every behaviour
 case. The cases themselves run in ``tests/test_scripts_<family>.py`` (lock, hold, fair, multi,
-fencing, inspect, once, election, latch, barrier), with the vocabulary of ``tests/scriptcases.py``."""
+fencing, inspect, once, election, latch, barrier), with the vocabulary of
+``tests/scriptcases.py``."""
 
 from __future__ import annotations
 

@@ -141,6 +141,24 @@ def test_an_election_counts_as_election(client: redis.Redis, reader: InMemoryMet
     assert not delta(before, points(reader), kind="Lock")
 
 
+def test_a_barrier_party_counts_as_kind_barrier(
+    client: redis.Redis, reader: InMemoryMetricReader
+) -> None:
+    """A party's membership is a lease: its join is an acquire, its leave ends the hold."""
+    before = points(reader)
+    party = redislock.Barrier(client, "shards", 1, lease=10)
+    assert party.enter(5)
+    assert party.leave(5)
+    assert not redislock.Barrier(client, "shards", 2, lease=10).enter(0.1)  # joins, then leaves
+    got = delta(before, points(reader), kind="Barrier")
+    barrier = {"redislock.kind": "Barrier"}
+    assert got == {
+        key("redislock.acquires", **barrier, outcome="acquired"): 2,
+        key("redislock.acquire.duration", **barrier, outcome="acquired"): 2,
+        key("redislock.hold.duration", **barrier): 2,
+    }
+
+
 def test_lost_lease_and_renewals_are_counted_once(
     client: redis.Redis, reader: InMemoryMetricReader
 ) -> None:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The Lua scripts: inventory, header documentation, SHA1s, and checks over every behaviour
 case. The cases themselves run in ``tests/test_scripts_<family>.py`` (lock, hold, fair, multi,
-fencing, inspect, once, election), with the vocabulary of ``tests/scriptcases.py``."""
+fencing, inspect, once, election, latch, barrier), with the vocabulary of
+``tests/scriptcases.py``."""
 
 from __future__ import annotations
 
@@ -138,6 +139,8 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
+        "latch": ["ttl_ms", "done_ms"],
+        "barrier": ["lease_ms", "done_ms"],
     }
     assert durations == expected.get(name, [])
 

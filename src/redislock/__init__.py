@@ -9,7 +9,9 @@ Public surface, each kind in a sync and an asyncio flavour with the same API:
 :class:`AsyncMultiLock` (several names, all or nothing), :class:`Redlock` /
 :class:`AsyncRedlock` (a majority of N independent masters), :class:`MultiRedlock` /
 :class:`AsyncMultiRedlock` (several names over N masters), :class:`Once` / :class:`AsyncOnce`
-(a job exactly once per period); the statistics snapshot, and the
+(a job exactly once per period), :class:`CountDownLatch` / :class:`AsyncCountDownLatch`
+(wait until N parties counted down), :class:`Barrier` / :class:`AsyncBarrier` (N parties
+enter and leave together); the statistics snapshot, and the
 exception tree of :mod:`redislock.errors`; :class:`Guard` / :class:`AsyncGuard` (what a holder's
 ``guard()`` returns); :func:`inspect` / :func:`ainspect` tell who holds a
 name (a :class:`LockInfo`).
@@ -20,8 +22,10 @@ from redislock._core.lock import LockStatistics as LockStatistics
 from redislock._core.once import OnceRecord as OnceRecord
 from redislock._version import __version__ as __version__
 from redislock.aio._guard import AsyncGuard as AsyncGuard
+from redislock.aio.barrier import AsyncBarrier as AsyncBarrier
 from redislock.aio.election import AsyncElection as AsyncElection
 from redislock.aio.fair import AsyncFairLock as AsyncFairLock
+from redislock.aio.latch import AsyncCountDownLatch as AsyncCountDownLatch
 from redislock.aio.lock import AsyncLock as AsyncLock
 from redislock.aio.multi import AsyncMultiLock as AsyncMultiLock
 from redislock.aio.multiredlock import AsyncMultiRedlock as AsyncMultiRedlock
@@ -58,8 +62,10 @@ from redislock.inspection import WaiterInfo as WaiterInfo
 from redislock.inspection import ainspect as ainspect
 from redislock.inspection import inspect as inspect
 from redislock.sync._guard import Guard as Guard
+from redislock.sync.barrier import Barrier as Barrier
 from redislock.sync.election import Election as Election
 from redislock.sync.fair import FairLock as FairLock
+from redislock.sync.latch import CountDownLatch as CountDownLatch
 from redislock.sync.lock import Lock as Lock
 from redislock.sync.multi import MultiLock as MultiLock
 from redislock.sync.multiredlock import MultiRedlock as MultiRedlock
@@ -75,6 +81,8 @@ from redislock.sync.semaphore import Semaphore as Semaphore
 
 __all__ = [
     "AcquireTimeoutError",
+    "AsyncBarrier",
+    "AsyncCountDownLatch",
     "AsyncElection",
     "AsyncFairLock",
     "AsyncGuard",
@@ -90,6 +98,8 @@ __all__ = [
     "AsyncRedlock",
     "AsyncSemaphore",
     "AsyncWriteLock",
+    "Barrier",
+    "CountDownLatch",
     "Election",
     "FairLock",
     "Guard",
@@ -135,6 +145,8 @@ __all__ = [
 
 for _obj in (
     AcquireTimeoutError,
+    AsyncBarrier,
+    AsyncCountDownLatch,
     AsyncElection,
     AsyncFairLock,
     AsyncGuard,
@@ -150,6 +162,8 @@ for _obj in (
     AsyncRedlock,
     AsyncSemaphore,
     AsyncWriteLock,
+    Barrier,
+    CountDownLatch,
     Election,
     FairLock,
     Guard,

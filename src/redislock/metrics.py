@@ -26,7 +26,8 @@ name                          type            unit   what
 
 Attributes: ``redislock.kind`` (``Lock``, ``FairLock``, ``RLock``, ``ReadLock``,
 ``WriteLock``, ``Semaphore``, ``MultiLock``, ``Redlock``, ``MultiRedlock``, ``Election``,
-``RedisPyLock``: the sync and asyncio classes alike; a ``Once`` counts as its ``Lock``),
+``RedisPyLock``, ``Barrier`` (a party's membership: its join, renewals and loss): the sync
+and asyncio classes alike; a ``Once`` counts as its ``Lock``),
 and ``redislock.name`` only if :func:`configure` says so: lock names are often per order or
 per user, and a name per attribute value would explode a metrics backend's cardinality.
 The drop-ins for redis-py's ``Lock`` poll in redis-py's own loop: only their acquisitions

@@ -127,7 +127,10 @@ class KindSpec:
 
     Attributes:
         name: the public sync class (``"Lock"``); the asyncio class is :attr:`asyncio_name`.
-        stored: what ``inspect`` calls a name of this kind (its :attr:`Stored.code`).
+        stored: what ``inspect`` calls a name of this kind (its :attr:`Stored.code`), or
+            None for a kind whose keys are not a lock key (a latch's count, a barrier's
+            members: ``inspect`` does not show them yet, and a conflict error never meets
+            them at a lock key).
         scripts: the scripts its objects run (``_core/scripts.py``'s names): its ACL
             profile has every command they run.
         commands: the commands it sends itself, besides its scripts (in capitals): the rest
@@ -154,7 +157,7 @@ class KindSpec:
     """
 
     name: str
-    stored: StoredCode
+    stored: StoredCode | None
     scripts: tuple[str, ...]
     commands: tuple[str, ...]
     acl_profile: str
@@ -180,9 +183,9 @@ class KindSpec:
         return f"{self.article} {self.name}"
 
     @property
-    def shape(self) -> Shape:
-        """What its lock key holds (its stored kind's :data:`Shape`)."""
-        return stored(self.stored).shape
+    def shape(self) -> Shape | None:
+        """What its lock key holds (its stored kind's :data:`Shape`; None: no lock key)."""
+        return None if self.stored is None else stored(self.stored).shape
 
     @property
     def primitive(self) -> bool:
@@ -317,6 +320,24 @@ KINDS: Final = (
         lock_api=False,
         module="redislock.compat",
     ),
+    KindSpec(
+        "CountDownLatch",
+        stored=None,  # <prefix>{<name>}:latch, a hash: not a lock key
+        scripts=("latch",),
+        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
+        acl_profile="CountDownLatch",
+        holder=False,
+        lock_api=False,
+    ),
+    KindSpec(
+        "Barrier",
+        stored=None,  # <prefix>{<name>}:barrier and :members: not a lock key
+        scripts=("barrier",),
+        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
+        acl_profile="Barrier",
+        holder=True,  # each object is one party, a lease the watchdog renews
+        lock_api=False,
+    ),
 )
 """Every public kind, one row each; the order is the order each place lists them in
 (torture scenarios, the generic tests, the kinds a conflict error names)."""
@@ -346,7 +367,11 @@ def conflict_found(key_type: str) -> str | None:
     """The primitives that keep a ``key_type`` at the lock key, for a kind-conflict error,
     with the first one's article (``"a Lock, FairLock, MultiLock, Redlock or
     MultiRedlock"``); None if none does."""
-    rows = [r for r in KINDS if r.primitive and stored(r.stored).key_type == key_type]
+    rows = [
+        r
+        for r in KINDS
+        if r.primitive and r.stored is not None and stored(r.stored).key_type == key_type
+    ]
     return f"{rows[0].article} {_either([r.name for r in rows])}" if rows else None
 
 

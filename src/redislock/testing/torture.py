@@ -309,6 +309,7 @@ which grows over a run (17 MB after 13 minutes of a once run with persistence "a
 and a 2-core machine under load replays it slowly: once it took more than 10 s (the
 default), the runner stopped it, and the rest of that run had no server."""
 
+
 class _Run:
     """The machinery of one run; implements :class:`redislock.testing.faults.FaultTargets`."""
 

@@ -14,6 +14,7 @@ from typing import Any, get_args
 
 import pytest
 import redis
+import redis.asyncio
 
 import redislock
 import redislock.compat
@@ -54,8 +55,30 @@ OWN_ACL_TESTS = {
     "Election": ("tests.test_election", "test_works_as_the_documented_acl_user"),
     "Once": ("tests.test_once", "test_once_works_as_its_documented_acl_user"),
     "RedisPyLock": ("tests.test_acl", "test_the_redis_py_drop_in_works_as_its_documented_user"),
+    "CountDownLatch": ("tests.test_acl", "test_the_synchronizers_work_as_their_documented_users"),
+    "Barrier": ("tests.test_acl", "test_the_synchronizers_work_as_their_documented_users"),
 }
 """The kinds outside the generic table: the test that runs each as its documented user."""
+
+
+def _barrier_counts_as_barrier() -> None:
+    # A Barrier is no Handle: each party's lease core carries the label (no I/O to build).
+    path = "/nonexistent/redislock-test.sock"
+    client, aclient = redis.Redis(unix_socket_path=path), redis.asyncio.Redis(unix_socket_path=path)
+    try:
+        assert redislock.Barrier(client, "b", 2)._core.label == "Barrier"
+        assert redislock.AsyncBarrier(aclient, "b", 2)._core.label == "Barrier"
+    finally:
+        client.close()  # (neither connected: nothing to close on the asyncio one)
+
+
+def _latch_records_no_metrics() -> None:
+    # A CountDownLatch holds nothing: no acquire, hold or loss to count.
+    assert not issubclass(redislock.CountDownLatch, Handle)
+
+
+OWN_METRICS = {"Barrier": _barrier_counts_as_barrier, "CountDownLatch": _latch_records_no_metrics}
+"""The kinds that are no Handle and no use of another kind: how their metrics are labelled."""
 
 
 def ids(rows: tuple[KindSpec, ...] = KINDS) -> list[Any]:
@@ -168,7 +191,10 @@ def test_every_row_runs_as_its_documented_user_somewhere(row: KindSpec) -> None:
     test = getattr(importlib.import_module(module_name), test_name)
     source = pyinspect.getsource(test)
     user = test_acl.documented()[row.acl_profile][2]  # ACL SETUSER <user> ...
-    assert f'documented()["{row.acl_profile}"]' in source or user in source, test_name
+    by_table = "documented()[kind]" in source and row.acl_profile in getattr(
+        importlib.import_module(module_name), "SCENARIOS", {}
+    )  # a test parametrized over its module's SCENARIOS, one per profile
+    assert f'documented()["{row.acl_profile}"]' in source or user in source or by_table, test_name
 
 
 # ------------------------------------------------------------------ torture
@@ -214,6 +240,8 @@ def test_metrics_label_each_class_by_its_own_name(row: KindSpec) -> None:
             assert _label(type("Mine", (cls,), {"__slots__": ()})) == sync_name, cls
     if row.name == "RedisPyLock":
         assert CompatCore.for_redis_py("job", LockOptions()).label == row.name
+    elif row.name in OWN_METRICS:
+        OWN_METRICS[row.name]()
     elif not any(issubclass(cls, Handle) for cls in classes(row)):
         assert row.uses is not None, "a class that is no handle counts as the kind it uses"
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
 L = K.lock + LATCH_SUFFIX
 D = L + ":done"
-SET_KEYS = (L, D, K.fence, K.legacy_fence)
+SET_KEYS = (L, D, K.fence)
 DOWN_KEYS = (L, D)
 ID = "a1b2c3d4e5f60718"
 TTL = 10_000
@@ -78,15 +78,6 @@ CASES = [
         ["ok", 4, 8],
         setup=[*latch(0, 5, 3), ("SET", K.fence, 7)],
         after=[*state(4, 8, 3), *FRESH_TTL, (("GET", K.fence), "8"), *REMEMBERED],
-    ),
-    Case(
-        "latch-set-moves-a-legacy-counter-first",
-        "latch",
-        SET_KEYS,
-        set_args(2),
-        ["ok", 2, 12],
-        setup=[("SET", K.fence, 3), ("SET", K.legacy_fence, 11)],
-        after=[*state(2, 12, 12), (("GET", K.fence), "12"), *absent(K.legacy_fence)],
     ),
     Case(
         "latch-set-sent-again-counts-once",

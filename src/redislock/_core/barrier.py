@@ -139,7 +139,6 @@ class BarrierCore(LockCore):
                 self.members,
                 self.bdone,
                 self.keys.fence,
-                self.keys.legacy_fence,
             )
         elif op == "leave":
             keys = (self.bkey, self.members, self.bdone)

@@ -335,7 +335,7 @@ KINDS: Final = (
         scripts=("barrier",),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="Barrier",
-        holder=True,  # each object is one party, a lease the watchdog renews
+        holder=False,  # each object is one party, a lease the watchdog renews, but no Holder
         lock_api=False,
     ),
 )

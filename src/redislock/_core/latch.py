@@ -127,7 +127,6 @@ class LatchCore:
     """``P{N}:latch``: the hash, and the wake-up channel."""
     done: str
     fence: str
-    legacy_fence: str
     last_set: int | None = None
     """The generation the latest successful :meth:`set_flow` of this object started."""
 
@@ -151,7 +150,6 @@ class LatchCore:
             key=key,
             done=key + ":done",
             fence=keys.fence,
-            legacy_fence=keys.legacy_fence,
         )
 
     @classmethod
@@ -173,7 +171,7 @@ class LatchCore:
         n = self.count if count is None else count
         op = Eval(
             _LATCH,
-            (self.key, self.done, self.fence, self.legacy_fence),
+            (self.key, self.done, self.fence),
             ("set", new_op_id(), n, self.ttl_ms, DONE_MS),
         )
         status, _, gen = self._reply((yield op), "set")

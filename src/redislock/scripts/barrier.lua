@@ -10,7 +10,6 @@
 --                       left, for done_ms, so that a leave sent again answers "ok"
 -- KEYS[4] fence key     enter: the slot's fencing counter (_fence.lua): a round's generation
 --                       is the next fencing token of the name's hash slot
--- KEYS[5] legacy fence  enter: the name's per-name counter of earlier versions (_fence.lua)
 -- ARGV[1] op            "enter", "check", "renew", "leave", "left" or "read"
 -- ARGV[2] token         enter, check, renew, leave: the party's owner token
 -- ARGV[3] lease_ms      enter, renew: the party's lease from now, milliseconds (renew only
@@ -83,8 +82,7 @@ if op ~= 'read' then
       KEYS[2], 'DEL', KEYS[1], 'PUBLISH'}
   end
   if op == 'enter' then
-    for _, x in ipairs({KEYS[2], 'ZADD', KEYS[1], 'HSET', KEYS[4], 'GET', KEYS[4], 'SET',
-        KEYS[4], 'INCR', KEYS[5], 'GET', KEYS[5], 'DEL'}) do
+    for _, x in ipairs({KEYS[2], 'ZADD', KEYS[1], 'HSET', KEYS[4], 'INCR'}) do
       more[#more + 1] = x
     end
   elseif op == 'leave' then
@@ -265,7 +263,7 @@ end
 if gen == 0 then
   local d = redis.pcall('DEL', KEYS[2])  -- a members set without its round: not a round's
   if bad(d) then return failed('DEL', d) end
-  local g, cmd = next_fence(KEYS[4], KEYS[5])
+  local g, cmd = next_fence(KEYS[4])
   if cmd then return failed(cmd, g) end
   gen, state, parties = g, 'enter', want
   r = redis.pcall('HSET', KEYS[1], 'gen', gen, 'state', state, 'parties', parties)

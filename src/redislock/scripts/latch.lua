@@ -6,7 +6,6 @@
 --                       call sent again (a client's retry after a lost reply) counts once
 -- KEYS[3] fence key     set: the slot's fencing counter (_fence.lua): a generation is the
 --                       next fencing token of the name's hash slot
--- KEYS[4] legacy fence  set: the name's per-name counter of earlier versions (_fence.lua)
 -- ARGV[1] op            "set" (start a generation), "down" (count one down) or "read"
 -- ARGV[2] op_id         set, down: hex digits, new per call
 -- ARGV[3] count         set: the count to start from, an integer >= 1
@@ -76,8 +75,7 @@ local uses = {
   KEYS[2], 'PEXPIRE', KEYS[1], 'PEXPIRE',
 }
 if op == 'set' then
-  for _, pair in ipairs({{KEYS[3], 'GET'}, {KEYS[3], 'SET'}, {KEYS[3], 'INCR'},
-      {KEYS[4], 'GET'}, {KEYS[4], 'DEL'}, {KEYS[1], 'HSET'}}) do
+  for _, pair in ipairs({{KEYS[3], 'INCR'}, {KEYS[1], 'HSET'}}) do
     uses[#uses + 1] = pair[1]
     uses[#uses + 1] = pair[2]
   end
@@ -116,7 +114,7 @@ r = redis.pcall('PEXPIRE', KEYS[1], ttl)
 if bad(r) then return failed('PEXPIRE', r) end
 
 if op == 'set' then
-  local g, cmd = next_fence(KEYS[3], KEYS[4])
+  local g, cmd = next_fence(KEYS[3])
   if cmd then return failed(cmd, g) end
   if gen == 0 then since = g end  -- no latch before: nothing is known of earlier generations
   r = redis.pcall('HSET', KEYS[1], 'count', n, 'gen', g, 'since', since)

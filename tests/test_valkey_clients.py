@@ -354,8 +354,10 @@ def test_an_acl_refusal_is_redislocks_no_permission_error(
 
 
 async def test_an_acl_refusal_asyncio(vk_servers: list[RedisProcess], admin: Any) -> None:
+    """A command refused inside hold.lua (a permit is an HSET of the hold hash) surfaces as
+    redislock.NoPermissionError from an asyncio valkey-py client."""
     try:
-        auth = _user(admin, "~* &* +@all -set")
+        auth = _user(admin, "~* &* +@all -hset")
         client = valkey.asyncio.Valkey(**vk_servers[0].client_kwargs(), **auth)
         try:
             with pytest.raises(redislock.NoPermissionError) as refused:

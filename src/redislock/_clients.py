@@ -52,6 +52,7 @@ __all__ = [
     "Family",
     "errors_of",
     "family_of",
+    "wrong_client",
 ]
 
 
@@ -210,3 +211,13 @@ def errors_of(exc: BaseException) -> ModuleType:
         if isinstance(exc, family.base_error):
             return family.errors
     return REDIS_PY.errors
+
+
+def wrong_client(cls: str, accepted: str, client: object) -> str:
+    """The message for a client of the wrong type given to class ``cls`` (the other
+    flavour's client, a URL...): ``accepted`` names the client classes it takes."""
+    if cls.startswith("Async"):
+        other = f"for sync use {cls.removeprefix('Async')}"
+    else:
+        other = f"for asyncio use Async{cls}"
+    return f"{cls} needs {accepted} ({other}), got {type(client).__name__}"

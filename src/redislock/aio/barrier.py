@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
+from redislock._clients import wrong_client
 from redislock._core import validate
 from redislock._core.barrier import (
     DEFAULT_BARRIER_LEASE,
@@ -25,15 +26,6 @@ from redislock.aio._driver import run
 from redislock.errors import AcquireTimeoutError, LockConfigError, LockLostError
 
 __all__ = ["AsyncBarrier"]
-
-
-def _wrong_client(cls: str, client: object) -> str:
-    """The message for a client of the wrong type (the other flavour's, a URL...)."""
-    if cls.startswith("Async"):
-        other = f"for sync use {cls.removeprefix('Async')}"
-    else:
-        other = f"for asyncio use Async{cls}"
-    return f"{cls} needs {_flavour.CLIENTS_TEXT} ({other}), got {type(client).__name__}"
 
 
 class AsyncBarrier:
@@ -115,7 +107,7 @@ class AsyncBarrier:
         on_lost: Callable[[Self], object] | None = None,
     ) -> None:
         if not isinstance(client, _flavour.CLIENTS):
-            raise LockConfigError(_wrong_client(type(self).__name__, client))
+            raise LockConfigError(wrong_client(type(self).__name__, _flavour.CLIENTS_TEXT, client))
         count = check_parties(parties)
         seconds = validate.check_duration("lease", lease)
         validate.warn_long_lease("lease", seconds)

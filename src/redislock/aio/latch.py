@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redislock._clients import wrong_client
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.latch import (
@@ -19,15 +20,6 @@ from redislock.aio._driver import run
 from redislock.errors import LockConfigError
 
 __all__ = ["AsyncCountDownLatch"]
-
-
-def _wrong_client(cls: str, client: object) -> str:
-    """The message for a client of the wrong type (the other flavour's, a URL...)."""
-    if cls.startswith("Async"):
-        other = f"for sync use {cls.removeprefix('Async')}"
-    else:
-        other = f"for asyncio use Async{cls}"
-    return f"{cls} needs {_flavour.CLIENTS_TEXT} ({other}), got {type(client).__name__}"
 
 
 class AsyncCountDownLatch:
@@ -98,7 +90,7 @@ class AsyncCountDownLatch:
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         if not isinstance(client, _flavour.CLIENTS):
-            raise LockConfigError(_wrong_client(type(self).__name__, client))
+            raise LockConfigError(wrong_client(type(self).__name__, _flavour.CLIENTS_TEXT, client))
         self._client: Any = client
         self._core = LatchCore.create(
             name, count, ttl=ttl, recheck_interval=recheck_interval, prefix=prefix

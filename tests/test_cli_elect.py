@@ -20,6 +20,7 @@ import redis
 
 from redislock import Election, LeaderInfo
 from redislock.server import RedisProcess
+from redislock.server.embedded import pid_alive as alive
 
 TTL = 2.0
 
@@ -78,15 +79,6 @@ def wait_runs(log: Path, n: int, timeout: float) -> list[Run]:
             return found
         time.sleep(0.01)
     raise AssertionError(f"{n} runs expected, saw {runs(log)}")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
 def cli_out(url: str, *args: str) -> str:

@@ -19,18 +19,9 @@ import redis
 from redislock._core.keys import LockKeys
 from redislock.cli.run import _check_runnable
 from redislock.server import RedisProcess
+from redislock.server.embedded import pid_alive as alive
 
 TTL = 5.0
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie of ours is dead too
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
 def wait_for_file(path: Path, timeout: float = 10.0) -> int:

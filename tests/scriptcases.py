@@ -115,7 +115,7 @@ class Matches:
 
 @dataclass(frozen=True)
 class HoldValue(Timed):
-    """A hold.lua hash field "<mode>|<count>|<expires_ms>|<fence>|<meta>" whose expires_ms
+    """A hold hash field (_hold.lua) "<mode>|<count>|<expires_ms>|<fence>|<meta>" whose expires_ms
     is in ``[now + lo, now + hi]``."""
 
     mode: str
@@ -174,9 +174,8 @@ ACQ = (K.lock, K.fence, K.wait)
 REL = (K.lock, K.wait, K.wake, K.done)
 GONE = 0  # EXISTS reply
 
-# hold.lua and fair.lua: their own key layouts, ARGV as the cores build them.
+# The hold_* scripts and fair.lua: their own key layouts, ARGV as the cores build them.
 H = HoldKeys.for_name("job")
-HOLD = tuple(H)
 F = FairKeys.for_name("job")
 FAIR = (F.lock, F.fence, F.queue, F.leases, F.info)
 THIRD = "c" * 32
@@ -193,43 +192,78 @@ WMETA = "waiter-host|456|1700000000001"
 SLACK = 1000  # ms the server clock may advance between the case's TIME and its EVAL
 
 
-def hold_args(
-    op: str,
+Call = tuple[str, tuple[str, ...], tuple[Arg, ...]]
+"""A hold script's call: (script, KEYS, ARGV), as a case's first three fields after its id."""
+
+
+def acq(
     token: str = TOKEN,
     mode: str = "w",
-    ms: int = 0,
+    ms: int = 10000,
     *,
-    meta: str = "",
     marker_ms: int = 0,
-    reenter: bool = False,
     companion: str = "",
     permits: int = 0,
-    extend_mode: str = "",
-    op_id: str = "",
-    done_ms: int | None = None,
-) -> tuple[Arg, ...]:
-    """hold.lua's ARGV, laid out as ``HoldCore._op`` lays it out (``op_id`` and
-    ``done_ms`` only when given: without them a call is not deduplicated and a release
-    leaves no tombstone)."""
-    tail: tuple[Arg, ...] = () if not op_id and done_ms is None else (op_id, done_ms or 0)
-    return (
-        op,
-        token,
-        mode,
-        ms,
-        meta,
-        marker_ms,
-        "1" if reenter else "0",
-        companion,
-        permits,
-        extend_mode,
-        *tail,
-    )
+    waiters: bool | None = None,
+) -> Call:
+    """A try for a new hold of ``mode`` as ``HoldCore._acquire_op`` builds it (``waiters``:
+    whether a write try declares the waiters key; the core's: only a try that may wait)."""
+    if mode == "w":
+        wait = (H.wait,) if (bool(marker_ms) if waiters is None else waiters) else ()
+        return (
+            "hold_acquire_write",
+            (H.lock, H.expiry, H.fence, *wait),
+            (token, ms, META, marker_ms),
+        )
+    if mode == "r":
+        keys = (H.lock, H.expiry, H.fence, H.wait, H.rwait, H.rwake)
+        return ("hold_acquire_read", keys, (token, ms, META, marker_ms, companion))
+    keys = (H.lock, H.expiry, H.fence, H.wait, H.wake, H.permits)
+    return ("hold_acquire_permit", keys, (token, ms, META, marker_ms, permits))
 
 
-def acq(token: str = TOKEN, mode: str = "w", ms: int = 10000, **kw: Any) -> tuple[Arg, ...]:
-    """hold.lua acquire of a new hold (``reenter=True`` for a re-entry)."""
-    return hold_args("acquire", token, mode, ms, meta=META, **kw)
+def reenter(token: str = TOKEN, ms: int = 10000, op_id: str = "") -> Call:
+    """A re-entry (``HoldCore._reenter_op``)."""
+    return ("hold_reenter", (H.lock, H.expiry), (token, ms, op_id))
+
+
+def rel(
+    token: str = TOKEN, mode: str = "w", *, permits: int = 0, op_id: str = "", done_ms: int = 0
+) -> Call:
+    """A release (``HoldCore._release_op``; without ``op_id`` and ``done_ms`` it is not
+    deduplicated and leaves no tombstone)."""
+    if mode == "p":
+        given = (H.lock, H.expiry, H.wait, H.wake, H.permits, H.released)
+        return ("hold_release_permit", given, (token, op_id, done_ms, permits))
+    keys = (H.lock, H.expiry, H.wait, H.wake, H.rwait, H.rwake, H.released)
+    return ("hold_release", keys, (token, op_id, done_ms))
+
+
+def ext(token: str = TOKEN, ms: int = 0, extend_mode: str = "", op_id: str = "") -> Call:
+    """An extend (``HoldCore._extend_op``)."""
+    return ("hold_extend", (H.lock, H.expiry), (token, ms, extend_mode, op_id))
+
+
+def status(token: str = TOKEN) -> Call:
+    """A status: a one-key call (``HoldCore._status_op``)."""
+    return ("hold_status", (H.lock,), (token,))
+
+
+def count(permits: int = 0) -> Call:
+    """A count (``HoldCore._count_op``): a Semaphore's (``permits`` > 0) declares its permits
+    key."""
+    keys = (H.lock, H.expiry, H.permits) if permits else (H.lock, H.expiry)
+    return ("hold_count", keys, (permits,))
+
+
+def leave(token: str = TOKEN) -> Call:
+    """A waiter's leave (``HoldCore._leave_op``)."""
+    return ("hold_leave", (H.wait,), (token,))
+
+
+def force() -> Call:
+    """The operator's override (``HoldCore._force_op``)."""
+    return ("hold_force", (H.lock, H.expiry, H.wait, H.wake, H.rwait, H.rwake), ())
 
 
 def hold(

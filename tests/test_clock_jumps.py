@@ -64,7 +64,7 @@ from redislock import (
 from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 from redislock.testing.audit import Auditor
-from tests.scriptcases import HOLD, META, TOKEN, H, acq, command, expires_at, norm, resolve
+from tests.scriptcases import META, TOKEN, H, acq, command, expires_at, norm, resolve
 from tests.support import async_wait_for, wait_for
 
 LEASE = 3.0
@@ -352,7 +352,7 @@ def test_a_step_back_during_a_hold_call_ends_no_key_before_its_holds(
     server: RedisProcess, r: redis.Redis
 ) -> None:
     """Found by torture runs (rwlock, semaphore: foreign touches a few ms after steps
-    back): hold.lua reads the server's clock once, when a call begins, and Redis reads it
+    back): a hold script reads the server's clock once, when a call begins, and Redis reads it
     again at each command. Keys whose TTL a call set to "latest lease - now" ms ended that
     much before the latest lease their own holds record when the clock stepped back while
     the call ran (until the next call, a reader's status told of a lease its hash would not
@@ -367,12 +367,14 @@ def test_a_step_back_during_a_hold_call_ends_no_key_before_its_holds(
         holds = [(f"{i:032x}", f"r|1|{latest - i % 1000}|{i}|{META}") for i in range(1, 20_001)]
         command(r, "HSET", H.lock, *(a for hold in holds for a in hold))
         r.pexpire(H.lock, 60_000)
-        r.script_load(SCRIPTS["hold"].source)
+        name, keys, call_args = acq(mode="r")
+        script = SCRIPTS[name]
+        r.script_load(script.source)
         replied: list[float] = []
 
         def acquire() -> None:
-            args = resolve(acq(mode="r"), 0)  # no time in acq's ARGV
-            if norm(command(r, "EVALSHA", SCRIPTS["hold"].sha, len(HOLD), *HOLD, *args))[0] == "ok":
+            args = resolve(call_args, 0)  # no time in acq's ARGV
+            if norm(command(r, "EVALSHA", script.sha, len(keys), *keys, *args))[0] == "ok":
                 replied.append(time.monotonic())
 
         thread = threading.Thread(target=acquire)

@@ -33,6 +33,7 @@ PARTS = {  # the shared parts, included where a script says so
 FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
 RING_PART = PARTS["_ring.lua"]
+HOLD_PART = PARTS["_hold.lua"]
 NAMES = sorted(SCRIPTS)
 CASE_MODULES = tuple(
     importlib.import_module(f"tests.{path.stem}")
@@ -134,7 +135,13 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "lock_acquire": ["ttl_ms", "wait_ms"],
         "lock_extend": ["ms", "done_ms", "delay_ms"],
         "lock_release": ["done_ms"],
-        "hold": ["ms", "marker_ms", "done_ms"],
+        "hold_acquire_write": ["lease_ms", "marker_ms"],
+        "hold_acquire_read": ["lease_ms", "marker_ms"],
+        "hold_acquire_permit": ["lease_ms", "marker_ms"],
+        "hold_reenter": ["lease_ms"],
+        "hold_release": ["done_ms"],
+        "hold_release_permit": ["done_ms"],
+        "hold_extend": ["ms"],
         "fair": ["lease_ms", "waiter_ms", "delay_ms"],
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
@@ -196,15 +203,89 @@ def test_ring_part_touches_only_the_keys_it_is_given() -> None:
     ]
 
 
+_KEY_PARAMS = {"hash", "index", "counter", "waiters", "wake", "rwait", "rwake", "pkey", "released"}
+"""_hold.lua's key parameters: each of its helpers gets its keys as parameters of these names."""
+_HELPER = re.compile(r"^local function (\w+)\(([^)]*)\)", re.M)
+_KEY_BINDING = re.compile(r"^local ([\w, ]+) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)[ \t]*$", re.M)
+
+
+def assigned(code: str, name: str) -> int:
+    """How many assignments (``name = ...``, ``a, name = ...``) have ``name`` as a target."""
+    return len(re.findall(rf"(?<![\w.])(?:[\w.]+\s*,\s*)*{name}(?:\s*,\s*[\w.]+)*\s*=(?!=)", code))
+
+
+def key_locals(code: str) -> set[str]:
+    """The locals of a script bound from literal ``KEYS[n]`` only (``local a, b = KEYS[1],
+    KEYS[2]``), and never assigned again."""
+    names: set[str] = set()
+    for m in _KEY_BINDING.finditer(code):
+        left = [n.strip() for n in m[1].split(",")]
+        assert len(left) == len(re.findall(r"KEYS\[\d+\]", m[2])), m[0]
+        names |= set(left)
+    for name in names:
+        assert assigned(code, name) == 1, f"{name} is assigned more than once"
+    return names
+
+
+def test_hold_part_touches_only_the_keys_it_is_given() -> None:
+    """_hold.lua's helpers run commands on their key parameters only, which they never
+    assign; the hold scripts pass them their KEYS[n] (see the next test)."""
+    code = "\n".join(line.split("--", 1)[0] for line in HOLD_PART.decode().splitlines())
+    assert "KEYS" not in code
+    assert "ARGV" not in code
+    for command, first in _CALL.findall(code):
+        if command != "TIME":
+            assert first.strip() in _KEY_PARAMS, f"{command} {first}"
+    for name in _KEY_PARAMS:
+        assert assigned(code, name) == 0, name
+    params = {p.strip() for _, args in _HELPER.findall(code) for p in args.split(",")}
+    assert params & _KEY_PARAMS == _KEY_PARAMS - {"counter"}  # that one: _fence.lua's
+
+
+def hold_helper_keys() -> dict[str, tuple[list[int], int | None]]:
+    """_hold.lua's helpers -> the positions of their key parameters, and where their
+    ``...`` starts (pairs key, ON_* list, as ``check`` takes them), if they have one."""
+    code = "\n".join(line.split("--", 1)[0] for line in HOLD_PART.decode().splitlines())
+    out = {}
+    for name, args in _HELPER.findall(code):
+        params = [p.strip() for p in args.split(",")]
+        pairs = params.index("...") if "..." in params else None
+        out[name] = ([i for i, p in enumerate(params) if p in _KEY_PARAMS], pairs)
+    return out
+
+
+def call_args(text: str) -> list[str]:
+    """The arguments of a call, split at the commas outside parentheses and braces."""
+    args, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c in "({") - (c in ")}")
+        if c == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    return [*args, text[start:].strip()]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
     would break Redis Cluster routing and could collide with another lock's keys)."""
     source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
     source = source.replace(RING_PART.decode(), "")
+    source = source.replace(HOLD_PART.decode(), "")
     own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
-    key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"K\.f" if name == "hold" else r"KEYS\[\d+\]"
+    key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"KEYS\[\d+\]"
+    if name.startswith("hold_"):
+        # The plain check: a key argument is KEYS[n] or a local bound only from one. The
+        # keys of _hold.lua's helpers (previous test) are such arguments too.
+        assert not re.search(r"\bfunction\b", code)  # no parameter shadows a key local
+        key = "|".join([r"KEYS\[\d+\]", *sorted(key_locals(code))])
+        for helper, (positions, pairs) in hold_helper_keys().items():
+            for call in re.finditer(rf"(?<![\w.]){helper}\(((?:[^()]|\([^()]*\))*)\)", code):
+                args = call_args(call[1])
+                spots = [*positions, *(range(pairs, len(args), 2) if pairs is not None else ())]
+                for i in spots:
+                    assert re.fullmatch(key, args[i]) or args[i] == "nil", call[0]
     for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":
@@ -213,7 +294,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             keys = keys[: _RING_KEYS[helper]]  # then a fencing token
         assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
     calls = _CALL.findall(code)
-    assert calls, "no redis.call found"
+    assert calls or name.startswith("hold_"), "no redis.call found"  # hold_*: _hold.lua's
     assert code.count("redis.call(") + code.count("redis.pcall(") == len(calls)
     for command, first in calls:
         if command.upper() == "TIME":  # no key
@@ -237,13 +318,6 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             # KEYS entries picked by the name's index, or locals filled only from them.
             assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
             continue
-        if name == "hold":
-            # Keys by role: K.<letter> is only ever KEYS[i], filled from ARGV[13]'s letters.
-            assert re.fullmatch(r"K\.[hfwkrspdx]", first.strip()), f"{command} {first}"
-            assert "for i = 1, #roles do K[string.sub(roles, i, i)] = KEYS[i] end" in code
-            put = re.findall(r"\bK(\[[^\]]*\]|\.\w+)\s*=(?!=)", code)
-            assert put == ["[string.sub(roles, i, i)]"]  # nothing else is put in K
-            continue
         if name in ("redlock_fence", "lock_renew"):
             # Any number of keys, each read and written as KEYS[i] in one loop.
             assert first.strip() == "KEYS[i]"
@@ -257,7 +331,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert "keep(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], " in code
             assert "for _, key in ipairs({leases, queue, info}) do" in code
             continue
-        assert re.fullmatch(r"KEYS\[\d+\]", first.strip()), f"{command} {first}"
+        assert re.fullmatch(key, first.strip()), f"{command} {first}"
     if name == "multi":
         for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
             assert re.fullmatch(r"[\d ]*[*+\- \w()\[\]#]*", index), index
@@ -270,8 +344,6 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
     elif name == "waiter_keep":
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i", "i + 1", "i + 2", "i + 3"}
-    elif name == "hold":
-        assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # only to fill K
     else:
         assert "KEYS[" not in re.sub(r"KEYS\[\d+\]", "", code)  # no computed indices
     assert "#KEYS" not in code or name in ("redlock_fence", "lock_renew", "waiter_keep")

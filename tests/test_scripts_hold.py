@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""hold.lua, the holds of RLock, ReadWriteLock and Semaphore: its behaviour on a real
-redis-server through EVAL, case by case (the case format is in ``tests/scriptcases.py``)."""
+"""The hold_* scripts (scripts/_hold.lua), the holds of RLock, ReadWriteLock and Semaphore:
+their behaviour on a real redis-server through EVAL, case by case (the case format is in
+``tests/scriptcases.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from redislock._core.ops import Eval
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FOURTH,
-    HOLD,
     META,
     OTHER,
     SLACK,
@@ -36,10 +36,16 @@ from tests.scriptcases import (
     absent,
     acq,
     base_core,
+    count,
+    ext,
+    force,
     hold,
-    hold_args,
+    leave,
     marker,
+    reenter,
+    rel,
     run_case,
+    status,
     ttl,
     waiting,
     woken,
@@ -50,7 +56,7 @@ pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 OP_A, OP_B = "a" * 16, "b" * 16
 DONE = 60_000
 BAND = {"w": 0, "r": 10**13, "p": 2 * 10**13}
-"""hold.lua's score bands in the expiry index: a hold's score is BAND[mode] + expires_ms."""
+"""_hold.lua's score bands in the expiry index: a hold's score is BAND[mode] + expires_ms."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class InBand(Timed):
 def indexed(
     token: str = TOKEN, mode: str = "w", lease_ms: int = 5000, *, count: int = 1, fence: int = 1
 ) -> list[tuple[Any, ...]]:
-    """Setup: a hold as hold.lua keeps it, in the hash and in the expiry index."""
+    """Setup: a hold as the hold scripts keep it, in the hash and in the expiry index."""
     return [
         hold(token, mode, lease_ms, count=count, fence=fence),
         ("ZADD", H.expiry, Score(mode, lease_ms), token),
@@ -114,9 +120,7 @@ CASES = [
     *[
         Case(
             f"hold-acquire-free-{mode}",
-            "hold",
-            HOLD,
-            acq(mode=mode, permits=permits),
+            *acq(mode=mode, permits=permits),
             ["ok", 1, 1, 10000],
             after=[
                 (("HGET", H.lock, TOKEN), HoldValue(mode, 1, 1, 10000, 10000 + SLACK)),
@@ -134,18 +138,14 @@ CASES = [
     ],
     Case(
         "hold-acquire-continues-the-fence",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["ok", 42, 1, 10000],
         setup=[("SET", H.fence, 41)],
         after=[(("HGET", H.lock, TOKEN), HoldValue("r", 1, 42, 10000, 10000 + SLACK))],
     ),
     Case(
         "hold-reenter",
-        "hold",
-        HOLD,
-        acq(ms=10000, reenter=True),
+        *reenter(ms=10000),
         ["ok", 7, 2, 10000],
         setup=[hold(lease_ms=5000, fence=7), ttl(H.lock, 5000), ("SET", H.fence, 7)],
         after=[
@@ -156,9 +156,7 @@ CASES = [
     ),
     Case(
         "hold-reenter-keeps-a-longer-lease",
-        "hold",
-        HOLD,
-        acq(ms=10000, reenter=True),
+        *reenter(ms=10000),
         ["ok", 7, 3, Between(20000 - SLACK, 20000)],
         setup=[hold(lease_ms=20000, count=2, fence=7), ttl(H.lock, 20000), ("SET", H.fence, 7)],
         after=[
@@ -168,9 +166,7 @@ CASES = [
     ),
     Case(
         "hold-reenter-gone",
-        "hold",
-        HOLD,
-        acq(reenter=True),
+        *reenter(),
         ["gone", 0],
         setup=[hold(OTHER, "r"), ttl(H.lock, 5000), ("SET", H.fence, 3)],
         after=[
@@ -181,9 +177,7 @@ CASES = [
     ),
     Case(
         "hold-reenter-expired-is-gone",
-        "hold",
-        HOLD,
-        acq(reenter=True),
+        *reenter(),
         ["gone", 0],
         setup=[hold(lease_ms=-1000)],
         after=absent(H.lock, H.fence),
@@ -191,9 +185,7 @@ CASES = [
     *[
         Case(
             f"hold-repeat-of-first-acquisition-count-{count}",
-            "hold",
-            HOLD,
-            acq(ms=10000),  # reenter "0", but TOKEN already holds: a retry after a lost reply
+            *acq(ms=10000),  # reenter "0", but TOKEN already holds: a retry after a lost reply
             ["ok", 3, count, Between(5000 - SLACK, 5000)],
             setup=[
                 hold(lease_ms=5000, count=count, fence=3),
@@ -210,9 +202,7 @@ CASES = [
     ],
     Case(
         "hold-r-shares-with-readers",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["ok", 2, 1, 10000],
         setup=[hold(OTHER, "r", 20000), ttl(H.lock, 20000), ("SET", H.fence, 1)],
         after=[
@@ -224,9 +214,7 @@ CASES = [
     *[
         Case(
             f"hold-w-blocked-by-{mode}-single-try",
-            "hold",
-            HOLD,
-            acq(mode="w"),
+            *acq(mode="w", waiters=True),  # the waiters key given: still no entry
             ["busy", Between(3000 - SLACK, 3000)],
             setup=[
                 hold(OTHER, mode, 3000),
@@ -245,9 +233,7 @@ CASES = [
     ],
     Case(
         "hold-w-blocked-by-writer-sets-wait-marker",
-        "hold",
-        HOLD,
-        acq(mode="w", marker_ms=1500),
+        *acq(mode="w", marker_ms=1500),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[hold(OTHER, "w"), ttl(H.lock, 5000), ("SET", H.fence, 1)],
         after=[
@@ -260,9 +246,7 @@ CASES = [
     ),
     Case(
         "hold-r-blocked-by-writer-sets-rwait-marker",
-        "hold",
-        HOLD,
-        acq(mode="r", marker_ms=1500),
+        *acq(mode="r", marker_ms=1500),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[hold(OTHER, "w"), ttl(H.lock, 5000)],
         after=[
@@ -274,27 +258,21 @@ CASES = [
     ),
     Case(
         "hold-r-blocked-by-writer-single-try",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[hold(OTHER, "w"), ttl(H.lock, 5000)],
         after=absent(H.wait, H.rwait, H.fence),
     ),
     Case(
         "hold-r-blocked-by-waiting-writer",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["busy", Between(3000 - SLACK, 3000)],  # no hold: the marker's remaining TTL
         setup=[waiting(3000)],
         after=[(("ZSCORE", H.wait, WAITER), Clock(3000 - SLACK, 3000)), *absent(H.lock, H.fence)],
     ),
     Case(
         "hold-w-acquired-stops-counting-as-waiting",
-        "hold",
-        HOLD,
-        acq(mode="w", marker_ms=1500),
+        *acq(mode="w", marker_ms=1500),
         ["ok", 1, 1, Between(10000 - SLACK, 10000)],
         setup=[waiting(3000, TOKEN), waiting(3000)],
         # the writer that got in no longer blocks readers; the other waiter still does
@@ -302,27 +280,21 @@ CASES = [
     ),
     Case(
         "hold-r-not-blocked-by-an-expired-waiting-writer",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["ok", 1, 1, Between(10000 - SLACK, 10000)],
         setup=[waiting(-5)],
         after=[(("EXISTS", H.wait), 0)],
     ),
     Case(
         "hold-leave",
-        "hold",
-        HOLD,
-        hold_args("leave"),
+        *leave(),
         1,
         setup=[waiting(3000, TOKEN), waiting(3000)],
         after=[(("ZSCORE", H.wait, TOKEN), None), (("ZCARD", H.wait), 1)],
     ),
     Case(
         "hold-r-blocked-by-waiting-writer-beside-readers",
-        "hold",
-        HOLD,
-        acq(mode="r", marker_ms=1500),
+        *acq(mode="r", marker_ms=1500),
         ["busy", Between(3000 - SLACK, 3000)],
         setup=[hold(OTHER, "r", 3000), ttl(H.lock, 3000), waiting(3000)],
         after=[
@@ -333,9 +305,7 @@ CASES = [
     ),
     Case(
         "hold-r-beside-own-write-despite-waiting-writer",  # downgrade
-        "hold",
-        HOLD,
-        acq(mode="r", companion=FOURTH),
+        *acq(mode="r", companion=FOURTH),
         ["ok", 5, 1, 10000],
         setup=[
             hold(FOURTH, "w", 5000, fence=4),
@@ -354,9 +324,7 @@ CASES = [
     *[
         Case(
             f"hold-r-companion-{what}-is-no-write-hold",
-            "hold",
-            HOLD,
-            acq(mode="r", companion=FOURTH),
+            *acq(mode="r", companion=FOURTH),
             ["busy", Between(3000 - SLACK, 3000)],
             setup=[*setup, waiting(3000)],
             after=[(("HEXISTS", H.lock, TOKEN), 0)],
@@ -369,18 +337,14 @@ CASES = [
     ],
     Case(
         "hold-r-passes-the-wake-up-on",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["ok", 1, 1, 10000],
         setup=[hold(OTHER, "r"), ttl(H.lock, 5000), marker(H.rwait), ("RPUSH", H.rwake, "x")],
         after=[*woken(H.rwake), *absent(H.wake)],
     ),
     Case(
         "hold-p-up-to-permits",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=3),
+        *acq(mode="p", permits=3),
         ["ok", 3, 1, 10000],
         setup=[
             hold(OTHER, "p", 5000),
@@ -397,18 +361,14 @@ CASES = [
     ),
     Case(
         "hold-p-passes-the-wake-up-on",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=3),
+        *acq(mode="p", permits=3),
         ["ok", 2, 1, 10000],
         setup=[hold(OTHER, "p"), ttl(H.lock, 5000), ("SET", H.fence, 1), waiting()],
         after=[*woken(H.wake), *absent(H.rwake)],
     ),
     Case(
         "hold-p-blocked-at-permits",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=2, marker_ms=1500),
+        *acq(mode="p", permits=2, marker_ms=1500),
         ["busy", Between(3000 - SLACK, 3000)],
         setup=[
             hold(OTHER, "p", 6000),
@@ -429,27 +389,21 @@ CASES = [
     ),
     Case(
         "hold-p-blocked-by-lower-permits-key",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=3),
+        *acq(mode="p", permits=3),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[hold(OTHER, "p"), ttl(H.lock, 5000), ("SET", H.permits, 1)],
         after=[(("HLEN", H.lock), 1), (("GET", H.permits), "1"), *absent(H.fence, H.wait)],
     ),
     Case(
         "hold-p-higher-permits-key-admits",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=1),
+        *acq(mode="p", permits=1),
         ["ok", 1, 1, 10000],
         setup=[hold(OTHER, "p"), ttl(H.lock, 5000), ("SET", H.permits, 2)],
         after=[(("HLEN", H.lock), 2), (("PTTL", H.permits), -1)],
     ),
     Case(
         "hold-p-blocked-by-writer",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=3),
+        *acq(mode="p", permits=3),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[hold(OTHER, "w"), ttl(H.lock, 5000)],
         after=[(("HLEN", H.lock), 1)],
@@ -457,9 +411,7 @@ CASES = [
     *[
         Case(
             f"hold-{what}-hold-is-pruned-and-does-not-block",
-            "hold",
-            HOLD,
-            acq(mode="w"),
+            *acq(mode="w"),
             ["ok", 1, 1, 10000],
             setup=[expired],
             after=[
@@ -477,9 +429,7 @@ CASES = [
     # ---------------------------------------------------------------- hold: release
     Case(
         "hold-release-decrements",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 1],
         setup=[hold(count=2, fence=3), ttl(H.lock, 5000), waiting()],
         after=[
@@ -490,18 +440,14 @@ CASES = [
     ),
     Case(
         "hold-release-last-deletes-the-key",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 0],
         setup=[hold(fence=3), ttl(H.lock, 5000), ("SET", H.fence, 3)],
         after=[(("GET", H.fence), "3"), *absent(H.lock, H.wake, H.rwake)],
     ),
     Case(
         "hold-release-last-wakes-a-writer-first",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 0],
         setup=[
             hold(mode="r"),
@@ -514,9 +460,7 @@ CASES = [
     ),
     Case(
         "hold-release-keeps-other-holds-and-shrinks-the-key-ttl",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 0],
         setup=[
             hold(TOKEN, "r", 9000),
@@ -534,45 +478,35 @@ CASES = [
     ),
     Case(
         "hold-release-write-beside-own-read-wakes-no-writer",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 0],
         setup=[hold(TOKEN, "w"), hold(FOURTH, "r"), ttl(H.lock, 5000), waiting()],
         after=[(("HLEN", H.lock), 1), *absent(H.wake, H.rwake)],
     ),
     Case(
         "hold-release-wakes-readers",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 0],
         setup=[hold(mode="w"), ttl(H.lock, 5000), marker(H.rwait)],
         after=[*woken(H.rwake), *absent(H.lock, H.wake)],
     ),
     Case(
         "hold-release-reader-wakes-readers-beside-readers",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["ok", 0],
         setup=[hold(mode="r"), hold(OTHER, "r"), ttl(H.lock, 5000), marker(H.rwait)],
         after=[*woken(H.rwake), *absent(H.wake)],
     ),
     Case(
         "hold-release-permit-wakes-below-permits",
-        "hold",
-        HOLD,
-        hold_args("release", mode="p", permits=2),
+        *rel(mode="p", permits=2),
         ["ok", 0],
         setup=[hold(mode="p"), hold(OTHER, "p"), ttl(H.lock, 5000), waiting()],
         after=[*woken(H.wake), (("HLEN", H.lock), 1)],
     ),
     Case(
         "hold-release-permit-no-wake-while-at-permits-key",
-        "hold",
-        HOLD,
-        hold_args("release", mode="p", permits=5),
+        *rel(mode="p", permits=5),
         ["ok", 0],
         setup=[
             hold(mode="p"),
@@ -586,9 +520,7 @@ CASES = [
     ),
     Case(
         "hold-release-unknown-token",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["gone", 0],
         setup=[
             hold(OTHER, "w", 5000, count=2, fence=6),
@@ -608,9 +540,7 @@ CASES = [
     ),
     Case(
         "hold-release-expired-own-hold-is-gone",
-        "hold",
-        HOLD,
-        hold_args("release"),
+        *rel(),
         ["gone", 0],
         setup=[hold(lease_ms=-1000)],
         after=absent(H.lock, H.wake, H.rwake),
@@ -618,9 +548,7 @@ CASES = [
     # ---------------------------------------------------------------- hold: extend
     Case(
         "hold-extend-add",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=3000, extend_mode="add"),
+        *ext(ms=3000, extend_mode="add"),
         ["ok", Between(8000 - SLACK, 8000)],
         setup=[hold(mode="r", count=2, fence=4), ttl(H.lock, 5000)],
         after=[
@@ -630,9 +558,7 @@ CASES = [
     ),
     Case(
         "hold-extend-set-shortens",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=2000, extend_mode="set"),
+        *ext(ms=2000, extend_mode="set"),
         ["ok", 2000],
         setup=[hold(lease_ms=5000), ttl(H.lock, 5000)],
         after=[
@@ -642,36 +568,28 @@ CASES = [
     ),
     Case(
         "hold-extend-set-shortens-key-to-latest-other-lease",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=2000, extend_mode="set"),
+        *ext(ms=2000, extend_mode="set"),
         ["ok", 2000],
         setup=[hold(mode="p", lease_ms=9000), hold(OTHER, "p", 5000), ttl(H.lock, 9000)],
         after=[(("PTTL", H.lock), Between(5000 - SLACK, 5000))],
     ),
     Case(
         "hold-extend-set-keeps-key-for-longer-other-lease",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=2000, extend_mode="set"),
+        *ext(ms=2000, extend_mode="set"),
         ["ok", 2000],
         setup=[hold(mode="p", lease_ms=5000), hold(OTHER, "p", 8000), ttl(H.lock, 8000)],
         after=[(("PTTL", H.lock), Between(8000 - SLACK, 8000))],
     ),
     Case(
         "hold-extend-set-lengthens",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=60000, extend_mode="set"),
+        *ext(ms=60000, extend_mode="set"),
         ["ok", 60000],
         setup=[hold(), ttl(H.lock, 5000)],
         after=[(("PTTL", H.lock), Between(60000 - SLACK, 60000))],
     ),
     Case(
         "hold-extend-max-never-shortens",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=2000, extend_mode="max"),
+        *ext(ms=2000, extend_mode="max"),
         ["ok", Between(5000 - SLACK, 5000)],
         setup=[hold(), ttl(H.lock, 5000)],
         after=[
@@ -681,9 +599,7 @@ CASES = [
     ),
     Case(
         "hold-extend-max-lengthens",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=9000, extend_mode="max"),
+        *ext(ms=9000, extend_mode="max"),
         ["ok", 9000],
         setup=[hold(), ttl(H.lock, 5000)],
         after=[
@@ -694,9 +610,7 @@ CASES = [
     *[
         Case(
             f"hold-extend-{mode}-gone",
-            "hold",
-            HOLD,
-            hold_args("extend", ms=30000, extend_mode=mode),
+            *ext(ms=30000, extend_mode=mode),
             ["gone", 0],
             setup=[hold(OTHER, "r"), ttl(H.lock, 5000), hold(lease_ms=-1000)],
             after=[
@@ -710,53 +624,41 @@ CASES = [
     # ---------------------------------------------------------------- hold: status, count, force
     Case(
         "hold-status-ok",
-        "hold",
-        HOLD,
-        hold_args("status"),
+        *status(),
         ["ok", Between(5000 - SLACK, 5000), 9, 2, "r"],
         setup=[hold(mode="r", count=2, fence=9), ttl(H.lock, 5000), ("SET", H.fence, 12)],
         after=[(("HGET", H.lock, TOKEN), HoldValue("r", 2, 9, 5000, 5000))],
     ),
     Case(
         "hold-status-gone",
-        "hold",
-        HOLD,
-        hold_args("status"),
+        *status(),
         ["gone", 0, 0, 0, ""],
         setup=[hold(OTHER), ttl(H.lock, 5000), hold(lease_ms=-1000)],
         after=[(("HEXISTS", H.lock, TOKEN), 0)],
     ),
     Case(
-        "hold-status-declares-the-hash-only",  # ARGV[13] "h": a one-key script (slot migration)
-        "hold",
-        (H.lock,),
-        (*hold_args("status"), "", 0, "h"),
+        "hold-status-declares-the-hash-only",  # a one-key script (slot migration)
+        *status(),
         ["ok", Between(5000 - SLACK, 5000), 9, 2, "r"],
         setup=[hold(mode="r", count=2, fence=9), ttl(H.lock, 5000)],
     ),
     Case(
         "hold-extend-declares-the-hash-and-its-index",  # both exist together (slot migration)
-        "hold",
-        (H.lock, H.expiry),
-        (*hold_args("extend", ms=3000, extend_mode="add"), OP_A, DONE, "hx"),
+        *ext(ms=3000, extend_mode="add", op_id=OP_A),
         ["ok", Between(8000 - SLACK, 8000)],
         setup=[hold(fence=3), ttl(H.lock, 5000)],
         after=[(("PTTL", H.lock), Between(8000 - SLACK, 8000))],
     ),
     Case(
         "hold-undeclared-keys-count-as-absent",  # a Semaphore's release names no reader keys
-        "hold",
-        (H.lock, H.wait, H.wake, H.permits, H.released, H.expiry),
-        (*hold_args("release", mode="p", permits=3), OP_A, DONE, "hwkpdx"),
+        *rel(mode="p", permits=3, op_id=OP_A, done_ms=DONE),
         ["ok", 0],
         setup=[hold(mode="p"), ttl(H.lock, 5000), marker(H.rwait)],
         after=[*absent(H.lock, H.rwake, H.wake)],
     ),
     Case(
         "hold-count-read-write",
-        "hold",
-        HOLD,
-        hold_args("count", ""),
+        *count(),
         [1, 2, 0, 0],
         setup=[
             hold(TOKEN, "w"),
@@ -768,26 +670,20 @@ CASES = [
     ),
     Case(
         "hold-count-permits",
-        "hold",
-        HOLD,
-        hold_args("count", "", permits=3),
+        *count(permits=3),
         [0, 0, 2, 3],
         setup=[hold(TOKEN, "p"), hold(OTHER, "p"), hold(THIRD, "p", -1000), ttl(H.lock, 5000)],
     ),
     Case(
         "hold-count-permits-key",
-        "hold",
-        HOLD,
-        hold_args("count", "", permits=3),
+        *count(permits=3),
         [0, 0, 1, 5],
         setup=[hold(TOKEN, "p"), ttl(H.lock, 5000), ("SET", H.permits, 5)],
     ),
-    Case("hold-count-empty", "hold", HOLD, hold_args("count", ""), [0, 0, 0, 0]),
+    Case("hold-count-empty", *count(), [0, 0, 0, 0]),
     Case(
         "hold-force",
-        "hold",
-        HOLD,
-        hold_args("force", ""),
+        *force(),
         2,
         setup=[
             hold(TOKEN, "r"),
@@ -802,27 +698,21 @@ CASES = [
     ),
     Case(
         "hold-force-nothing-held",
-        "hold",
-        HOLD,
-        hold_args("force", ""),
+        *force(),
         0,
         after=absent(H.lock, H.wake, H.rwake),
     ),
     # ---------------------------------------------------------------- hold: the expiry index
     Case(
         "hold-index-prunes-a-few-ended-holds-per-call",
-        "hold",
-        HOLD,
-        hold_args("count", ""),
+        *count(),
         [0, 1, 0, 0],  # exact: the six ended holds still there are not counted
         setup=[*indexed(OTHER, "r"), *ended("r"), *both_ttl(5000)],
         after=[*index_matches(7), (("HEXISTS", H.lock, OTHER), 1)],
     ),
     Case(
         "hold-index-a-permit-counts-only-live-permits",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=3),
+        *acq(mode="p", permits=3),
         ["ok", 1, 1, 10000],
         setup=[*indexed(OTHER, "p"), *indexed(THIRD, "p"), *ended("p"), *both_ttl(5000)],
         after=[
@@ -834,9 +724,7 @@ CASES = [
     ),
     Case(
         "hold-index-the-last-permit-is-busy-until-the-first-lease-ends",
-        "hold",
-        HOLD,
-        acq(mode="p", permits=3),
+        *acq(mode="p", permits=3),
         ["busy", Between(3000 - SLACK, 3000)],
         setup=[
             *indexed(OTHER, "p", 8000),
@@ -849,18 +737,14 @@ CASES = [
     ),
     Case(
         "hold-index-ended-readers-do-not-block-a-writer",
-        "hold",
-        HOLD,
-        acq(mode="w"),
+        *acq(mode="w"),
         ["ok", 1, 1, 10000],
         setup=[*ended("r"), *both_ttl(5000)],
         after=[*index_matches(10 - 4 + 1), (("PTTL", H.expiry), Between(10000 - SLACK, 10000))],
     ),
     Case(
         "hold-index-a-reader-waits-for-a-live-writer-only",
-        "hold",
-        HOLD,
-        acq(mode="r"),
+        *acq(mode="r"),
         ["busy", Between(4000 - SLACK, 4000)],
         setup=[
             *indexed(OTHER, "w", 4000),
@@ -872,9 +756,7 @@ CASES = [
     ),
     Case(
         "hold-index-extend-moves-the-score-and-the-ttl",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=20000, extend_mode="set"),
+        *ext(ms=20000, extend_mode="set"),
         ["ok", 20000],
         setup=[*indexed(TOKEN, "r"), *indexed(OTHER, "r", 8000), *both_ttl(8000)],
         after=[
@@ -885,9 +767,7 @@ CASES = [
     ),
     Case(
         "hold-index-a-release-shortens-the-ttl-to-the-latest-lease-left",
-        "hold",
-        HOLD,
-        hold_args("release", mode="r", op_id=OP_A, done_ms=DONE),
+        *rel(mode="r", op_id=OP_A, done_ms=DONE),
         ["ok", 0],
         setup=[*indexed(TOKEN, "r", 20000), *indexed(OTHER, "r", 8000), *both_ttl(20000)],
         after=[
@@ -898,18 +778,14 @@ CASES = [
     ),
     Case(
         "hold-index-the-last-release-leaves-no-key",
-        "hold",
-        HOLD,
-        hold_args("release", mode="r", op_id=OP_A, done_ms=DONE),
+        *rel(mode="r", op_id=OP_A, done_ms=DONE),
         ["ok", 0],
         setup=[*indexed(TOKEN, "r"), *ended("r"), *both_ttl(5000)],
         after=absent(H.lock, H.expiry),  # the ended holds go with the keys
     ),
     Case(
         "hold-index-rebuilt-from-a-hash-without-one",  # its index deleted by hand
-        "hold",
-        HOLD,
-        hold_args("count", ""),
+        *count(),
         [0, 2, 0, 0],
         setup=[
             hold(TOKEN, "r"),
@@ -930,9 +806,7 @@ CASES = [
         # (here: rebuilding the index of 20,000 holds) would move their end by its run time,
         # and a server clock stepping back during it would end them before that lease.
         "hold-index-the-keys-expire-when-the-latest-lease-ends-however-long-the-call-runs",
-        "hold",
-        HOLD,
-        acq(mode="r", ms=3000),
+        *acq(mode="r", ms=3000),
         ["ok", 1, 1, 3000],
         setup=[
             ("HSET", H.lock, *(a for t in BULK for a in hold(t, "r", 5000)[2:])),
@@ -947,9 +821,7 @@ CASES = [
     ),
     Case(
         "hold-index-out-of-step-with-the-hash-is-rebuilt",  # a hold deleted by hand
-        "hold",
-        HOLD,
-        acq(mode="w"),
+        *acq(mode="w"),
         ["busy", Between(5000 - SLACK, 5000)],
         setup=[*indexed(OTHER, "r"), ("ZADD", H.expiry, Score("w", 9000), THIRD), *both_ttl(9000)],
         after=[
@@ -960,9 +832,7 @@ CASES = [
     ),
     Case(
         "hold-index-an-ended-score-of-a-live-hold-is-mended-not-pruned",  # the hash is the record
-        "hold",
-        HOLD,
-        hold_args("count", ""),
+        *count(),
         [0, 1, 0, 0],
         setup=[hold(TOKEN, "r"), ("ZADD", H.expiry, Score("r", -1000), TOKEN), *both_ttl(5000)],
         after=[
@@ -973,66 +843,59 @@ CASES = [
     ),
     Case(
         "hold-index-a-hash-deleted-by-hand-frees-the-name",
-        "hold",
-        HOLD,
-        acq(mode="w"),
+        *acq(mode="w"),
         ["ok", 1, 1, 10000],
         setup=[("ZADD", H.expiry, Score("r", 9000), OTHER), ttl(H.expiry, 9000)],
         after=[*index_matches(1), (("ZSCORE", H.expiry, OTHER), None)],
     ),
     Case(
-        "hold-index-status-reads-the-hash-only",  # ARGV[13] "h": the ended hold is left
-        "hold",
-        (H.lock,),
-        (*hold_args("status"), "", 0, "h"),
+        "hold-index-status-reads-the-hash-only",  # one key: the ended hold is left
+        *status(),
         ["gone", 0, 0, 0, ""],
         setup=[*indexed(TOKEN, "r", -1000), *indexed(OTHER, "r"), *both_ttl(5000)],
         after=[*index_matches(2)],
     ),
     Case(
         "hold-index-is-required",
-        "hold",
+        "hold_count",
         (H.lock,),
-        (*hold_args("count", ""), "", 0, "h"),
-        Error("hold count needs the expiry index"),
+        (0,),
+        Error("needs the expiry index"),
+    ),
+    Case(
+        "hold-release-index-is-required",  # nothing read or written without it
+        "hold_release",
+        (H.lock,),
+        (TOKEN, OP_A, DONE),
+        Error("needs the expiry index"),
+        setup=[hold(), ttl(H.lock, 5000)],
+        after=[(("HGET", H.lock, TOKEN), HoldValue("w", 1, 1, 5000, 5000))],
     ),
     # ---------------------------------------------------------------- hold: errors
     *[
         Case(
             f"hold-{op}-malformed-field",
-            "hold",
-            HOLD,
-            hold_args(op, mode="w", ms=1000, meta=META),
+            *call,
             Error("holds a field not written by redislock"),
             setup=[("HSET", H.lock, OTHER, value)],
             after=[(("HGET", H.lock, OTHER), value), *absent(H.fence)],
         )
-        for op, value in (("acquire", "garbage"), ("release", f"q|1|99999999999999|1|{META}"))
+        for op, call, value in (
+            ("acquire", acq(mode="w", ms=1000), "garbage"),
+            ("release", rel(), f"q|1|99999999999999|1|{META}"),
+        )
     ],
     Case(
         "hold-on-a-lock-key-is-wrongtype",
-        "hold",
-        HOLD,
-        acq(),
+        *acq(),
         Error("WRONGTYPE"),
         setup=[("SET", H.lock, f"{OTHER}|1|{META}", "PX", 5000)],
         after=[(("GET", H.lock), f"{OTHER}|1|{META}"), *absent(H.fence)],
     ),
-    Case(
-        "hold-unknown-op",
-        "hold",
-        HOLD,
-        hold_args("steal"),
-        Error("unknown hold op steal"),
-        setup=[hold(OTHER), ttl(H.lock, 5000)],
-        after=[(("HGET", H.lock, OTHER), HoldValue("w", 1, 1, 5000, 5000))],
-    ),
     # ------------------------------------------- hold: a call sent again (lost reply + retry)
     Case(
         "hold-reentry-sent-again-counts-once",
-        "hold",
-        HOLD,
-        acq(reenter=True, op_id=OP_A),
+        *reenter(op_id=OP_A),
         ["ok", 3, 2, Between(10000 - SLACK, 10000)],
         setup=[hold(count=2, fence=3, lease_ms=10000, op=OP_A), ttl(H.lock, 10000)],
         after=[
@@ -1041,9 +904,7 @@ CASES = [
     ),
     Case(
         "hold-reentry-with-a-new-op-id-counts",
-        "hold",
-        HOLD,
-        acq(reenter=True, op_id=OP_B),
+        *reenter(op_id=OP_B),
         ["ok", 3, 3, Between(10000 - SLACK, 10000)],
         setup=[hold(count=2, fence=3, lease_ms=5000, op=OP_A), ttl(H.lock, 5000)],
         after=[
@@ -1052,9 +913,7 @@ CASES = [
     ),
     Case(
         "hold-decrement-sent-again-counts-once",
-        "hold",
-        HOLD,
-        hold_args("release", op_id=OP_A, done_ms=DONE),
+        *rel(op_id=OP_A, done_ms=DONE),
         ["ok", 2],
         setup=[hold(count=2, fence=3, op=OP_A), ttl(H.lock, 5000)],
         after=[
@@ -1063,9 +922,7 @@ CASES = [
     ),
     Case(
         "hold-last-release-is-remembered",
-        "hold",
-        HOLD,
-        hold_args("release", op_id=OP_B, done_ms=DONE),
+        *rel(op_id=OP_B, done_ms=DONE),
         ["ok", 0],
         setup=[
             hold(fence=3, op=OP_A),
@@ -1083,27 +940,21 @@ CASES = [
     ),
     Case(
         "hold-release-sent-again-finds-it-remembered",
-        "hold",
-        HOLD,
-        hold_args("release", op_id=OP_B, done_ms=DONE),
+        *rel(op_id=OP_B, done_ms=DONE),
         ["ok", 0],
         setup=[("ZADD", H.released, At(DONE), TOKEN), ttl(H.released, DONE)],
         after=[*absent(H.lock)],
     ),
     Case(
         "hold-release-remembered-too-long-ago-is-gone",
-        "hold",
-        HOLD,
-        hold_args("release", op_id=OP_B, done_ms=DONE),
+        *rel(op_id=OP_B, done_ms=DONE),
         ["gone", 0],
         setup=[("ZADD", H.released, At(-1), TOKEN), ttl(H.released, DONE)],
         after=[*absent(H.lock)],
     ),
     Case(
         "hold-add-extend-sent-again-adds-once",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=3000, extend_mode="add", op_id=OP_A, done_ms=DONE),
+        *ext(ms=3000, extend_mode="add", op_id=OP_A),
         ["ok", Between(5000 - SLACK, 5000)],
         setup=[hold(fence=3, op=OP_A), ttl(H.lock, 5000)],
         after=[
@@ -1112,9 +963,7 @@ CASES = [
     ),
     Case(
         "hold-add-extend-with-a-new-op-id-adds",
-        "hold",
-        HOLD,
-        hold_args("extend", ms=3000, extend_mode="add", op_id=OP_B, done_ms=DONE),
+        *ext(ms=3000, extend_mode="add", op_id=OP_B),
         ["ok", Between(8000 - SLACK, 8000)],
         setup=[hold(fence=3, op=OP_A), ttl(H.lock, 5000)],
         after=[
@@ -1130,49 +979,46 @@ def test_script_behaviour(r: redis.Redis, case: Case) -> None:
 
 
 def test_hold_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
-    """The hold cases call the script exactly as HoldCore does."""
+    """The hold cases call the scripts exactly as HoldCore does: the same script, keys and
+    ARGV (op ids aside, which the core draws per call)."""
     base = base_core()
-    hold_core = HoldCore.for_mode(base, "p", 3)
-    op = hold_core._op(
-        "acquire", TOKEN, ms=10000, meta=META, marker_ms=1500, reenter=True, companion=FOURTH
-    )
-    expected = acq(TOKEN, "p", 10000, marker_ms=1500, reenter=True, companion=FOURTH, permits=3)
-    assert op.script is SCRIPTS["hold"]
-    assert op.keys == (H.lock, H.expiry)  # a re-entry touches the hash and its index only
-    assert op.args == (*expected, "", DONE_MS, "hx")
-    op = hold_core._op("extend", TOKEN, ms=3000, extend_mode="add")
-    expected = hold_args("extend", TOKEN, "p", 3000, permits=3, extend_mode="add")
-    assert op.args == (*expected, "", DONE_MS, "hx")
-    # Each call declares only the keys it may touch (ARGV[13] names them), all of HOLD's.
-    roles = dict(zip("hfwkrspdx", HOLD, strict=True))
-    for mode in ("w", "r", "p"):
-        core = HoldCore.for_mode(base, mode, 3 if mode == "p" else 0)
-        for op in (
-            core._op("acquire", TOKEN, ms=1000, meta=META, marker_ms=1500),
-            core._release_op(TOKEN),
-            core._op("leave", TOKEN),
-            core._op("count", ""),
-            core._op("force", ""),
-            core._op("status", TOKEN),
-        ):
-            assert op.keys == tuple(roles[r] for r in str(op.args[12]))
-    sem = HoldCore.for_mode(base, "p", 3)
-    assert sem._op("acquire", TOKEN, ms=1).args[12] == "hfwkpx"
-    assert sem._release_op(TOKEN).args[12] == "hwkpdx"
-    assert sem._op("status", TOKEN).args[12] == "h"  # a one-key script (slot migration)
-    assert HoldCore.for_mode(base, "r")._op("acquire", TOKEN, ms=1).args[12] == "hfwrsx"
+
+    def same(op: Eval, call: tuple[str, tuple[str, ...], tuple[Any, ...]]) -> None:
+        assert (op.script, op.keys, op.args) == (SCRIPTS[call[0]], call[1], call[2])
+
+    for mode, permits in (("w", 0), ("r", 0), ("p", 3)):
+        core = HoldCore.for_mode(base, mode, permits)
+        for marker_ms in (0, 1500):
+            op = core._acquire_op(TOKEN, ms=10000, meta=META, marker_ms=marker_ms)
+            same(op, acq(TOKEN, mode, 10000, marker_ms=marker_ms, permits=permits))
+        same(core._reenter_op(TOKEN, ms=10000, op_id=OP_A), reenter(TOKEN, 10000, OP_A))
+        same(
+            core._release_op(TOKEN, OP_A),
+            rel(TOKEN, mode, permits=permits, op_id=OP_A, done_ms=DONE_MS),
+        )
+        same(core._extend_op(TOKEN, 3000, "max"), ext(TOKEN, 3000, "max"))
+        same(core._status_op(TOKEN), status(TOKEN))
+        same(core._count_op(), count(permits))
+        same(core._leave_op(TOKEN), leave(TOKEN))
+        same(core._force_op(), force())
+    reader = HoldCore.for_mode(base, "r")
+    op = reader._acquire_op(TOKEN, ms=10000, meta=META, companion=FOURTH)
+    same(op, acq(TOKEN, "r", 10000, companion=FOURTH))
+    # A call declares only the keys it may touch: a status is a one-key script, an extend
+    # and a re-entry two-key ones (the hash and its index: slot migration, _core/hold.py);
+    # a single write try declares no waiters key.
+    assert reader._status_op(TOKEN).keys == (H.lock,)
+    assert reader._extend_op(TOKEN, 1, "set").keys == (H.lock, H.expiry)
+    assert reader._reenter_op(TOKEN, ms=1).keys == (H.lock, H.expiry)
     exclusive = HoldCore.for_mode(base, "w")
-    assert exclusive._op("acquire", TOKEN, ms=1).args[12] == "hfx"  # a single try
-    assert exclusive._op("acquire", TOKEN, ms=1, marker_ms=5).args[12] == "hfwx"
-    # The calls a retry must not apply twice carry an op id (ARGV[11]).
-    for op in (
-        hold_core._extend_op(TOKEN, 3000, "add"),
-        hold_core._release_op(TOKEN),
-    ):
-        assert isinstance(op.args[10], str)
-        assert len(op.args[10]) == 16
-        assert op.args[11] == DONE_MS
-    assert hold_core._extend_op(TOKEN, 3000, "max").args[10] == ""
+    assert exclusive._acquire_op(TOKEN, ms=1, meta=META).keys == (H.lock, H.expiry, H.fence)
+    # The calls a retry must not apply twice carry an op id (a new one per call).
+    sem = HoldCore.for_mode(base, "p", 3)
+    op_ids = [sem._extend_op(TOKEN, 3000, "add").args[3], sem._release_op(TOKEN).args[1]]
+    assert [len(str(op_id)) for op_id in op_ids] == [16, 16]
+    assert sem._release_op(TOKEN).args[1] not in op_ids
+    assert sem._release_op(TOKEN).args[2] == DONE_MS
+    assert sem._extend_op(TOKEN, 3000, "max").args[3] == ""
 
 
 # ------------------------------------------------------------------ 10,000 holds on one name
@@ -1181,7 +1027,7 @@ MANY = 10_000
 
 
 def send(client: redis.Redis, ops: Sequence[Eval]) -> list[Any]:
-    """Run hold.lua calls in pipelines of 1000 (the script is loaded first)."""
+    """Run hold script calls in pipelines of 1000 (the script is loaded first)."""
     replies: list[Any] = []
     for i in range(0, len(ops), 1000):
         pipe = client.pipeline(transaction=False)
@@ -1197,13 +1043,13 @@ def tokens(start: int, n: int) -> list[str]:
 
 def end_leases(client: redis.Redis, core: HoldCore, ending: list[str], ms: int = 1) -> None:
     """End the leases of ``ending`` in ``ms`` (an extend that sets it), and wait past it."""
-    replies = send(client, [core._op("extend", t, ms=ms, extend_mode="set") for t in ending])
+    replies = send(client, [core._extend_op(t, ms, "set") for t in ending])
     assert all(reply[0] == "ok" for reply in replies)
     time.sleep(ms / 1000 + 0.05)
 
 
 def assert_same_deadline(client: redis.Redis) -> None:
-    """The hold's hash and its index end together (hold.lua gives both one PEXPIREAT):
+    """The hold's hash and its index end together (settle() gives both one PEXPIREAT):
     their PTTLs read in one MULTI, so no round trip comes between the two reads (on Redis
     6.2 too, which has no PEXPIRETIME)."""
     pipe = client.pipeline(transaction=True)
@@ -1218,24 +1064,23 @@ def test_ten_thousand_readers_on_one_name(admin: redis.Redis) -> None:
     """10,000 read holds of one ReadWriteLock name: counts stay exact (also after thousands of
     leases ended, which the calls prune only a few at a time), a writer is held off until
     the last live reader leaves, and the last release leaves no key behind."""
-    admin.script_load(SCRIPTS["hold"].source)
+    for script in SCRIPTS.values():
+        admin.script_load(script.source)
     reader = HoldCore.for_mode(base_core(), "r")
     writer = reader.sibling("w")
     readers = tokens(1, MANY)
-    replies = send(admin, [reader._op("acquire", t, ms=60_000, meta=META) for t in readers])
+    replies = send(admin, [reader._acquire_op(t, ms=60_000, meta=META) for t in readers])
     assert [reply[0] for reply in replies] == ["ok"] * MANY
     assert sorted(int(reply[1]) for reply in replies) == list(range(1, MANY + 1))  # fences
-    assert send(admin, [reader._op("count", "")]) == [[0, MANY, 0, 0]]
+    assert send(admin, [reader._count_op()]) == [[0, MANY, 0, 0]]
     assert admin.hlen(H.lock) == admin.zcard(H.expiry) == MANY
-    assert send(admin, [writer._op("acquire", WAITER, ms=1000, meta=META)])[0][0] == "busy"
+    assert send(admin, [writer._acquire_op(WAITER, ms=1000, meta=META)])[0][0] == "busy"
     # a re-entry, a renewal and a status of one reader among 10,000
     one = readers[MANY // 2]
-    reenter = reader._op("acquire", one, ms=60_000, reenter=True, op_id=OP_A)
+    reenter = reader._reenter_op(one, ms=60_000, op_id=OP_A)
     assert send(admin, [reenter])[0][:3] == ["ok", MANY // 2 + 1, 2]
-    assert send(admin, [reader._op("extend", one, ms=90_000, extend_mode="set")]) == [
-        ["ok", 90_000]
-    ]
-    status = send(admin, [reader._op("status", one)])[0]
+    assert send(admin, [reader._extend_op(one, 90_000, "set")]) == [["ok", 90_000]]
+    status = send(admin, [reader._status_op(one)])[0]
     assert status[0] == "ok"
     assert status[3:] == [2, "r"]
     assert 89_000 <= admin.pttl(H.lock) <= 90_000
@@ -1245,13 +1090,13 @@ def test_ten_thousand_readers_on_one_name(admin: redis.Redis) -> None:
     # 8 s: every one of the 9,995 pipelined extends runs before the first of these leases
     # ends (with 2 s, a loaded machine's later extends each pruned 4 already-ended holds)
     end_leases(admin, reader, [t for t in readers if t not in live], ms=8000)
-    assert send(admin, [reader._op("count", "")]) == [[0, 5, 0, 0]]
+    assert send(admin, [reader._count_op()]) == [[0, 5, 0, 0]]
     assert admin.hlen(H.lock) == admin.zcard(H.expiry) > MANY - 1000  # pruned a few per call
-    assert send(admin, [writer._op("acquire", WAITER, ms=1000, meta=META)])[0][0] == "busy"
+    assert send(admin, [writer._acquire_op(WAITER, ms=1000, meta=META)])[0][0] == "busy"
     releases = [reader._release_op(t) for t in live] + [reader._release_op(one)]  # count 2
     assert [reply[0] for reply in send(admin, releases)] == ["ok"] * 6
     assert admin.exists(H.lock, H.expiry) == 0  # the ended holds went with the last one
-    assert send(admin, [writer._op("acquire", WAITER, ms=1000, meta=META)])[0][:3] == [
+    assert send(admin, [writer._acquire_op(WAITER, ms=1000, meta=META)])[0][:3] == [
         "ok",
         MANY + 1,
         1,
@@ -1262,21 +1107,22 @@ def test_ten_thousand_permits_on_one_name(admin: redis.Redis) -> None:
     """A Semaphore of 10,000 permits, all taken: the next one waits; as leases end, exactly
     that many permits can be taken again, although the ended ones are pruned a few at a
     time; the keys always live as long as the latest lease."""
-    admin.script_load(SCRIPTS["hold"].source)
+    for script in SCRIPTS.values():
+        admin.script_load(script.source)
     sem = HoldCore.for_mode(base_core(), "p", MANY)
     permits = tokens(1, MANY)
-    replies = send(admin, [sem._op("acquire", t, ms=60_000, meta=META) for t in permits])
+    replies = send(admin, [sem._acquire_op(t, ms=60_000, meta=META) for t in permits])
     assert [reply[0] for reply in replies] == ["ok"] * MANY
-    assert send(admin, [sem._op("count", "")]) == [[0, 0, MANY, MANY]]
+    assert send(admin, [sem._count_op()]) == [[0, 0, MANY, MANY]]
     extra = tokens(MANY + 1, 200)
-    assert send(admin, [sem._op("acquire", extra[0], ms=60_000, meta=META)])[0][0] == "busy"
+    assert send(admin, [sem._acquire_op(extra[0], ms=60_000, meta=META)])[0][0] == "busy"
     assert send(admin, [sem._release_op(permits[0])]) == [["ok", 0]]
     granted = time.monotonic()  # the latest 60 s lease: the keys must live as long
-    assert send(admin, [sem._op("acquire", extra[0], ms=60_000, meta=META)])[0][0] == "ok"
+    assert send(admin, [sem._acquire_op(extra[0], ms=60_000, meta=META)])[0][0] == "ok"
     end_leases(admin, sem, permits[1:151])  # 150 leases end
-    replies = send(admin, [sem._op("acquire", t, ms=30_000, meta=META) for t in extra[1:]])
+    replies = send(admin, [sem._acquire_op(t, ms=30_000, meta=META) for t in extra[1:]])
     assert [reply[0] for reply in replies] == ["ok"] * 150 + ["busy"] * 49
-    assert send(admin, [sem._op("count", "")]) == [[0, 0, MANY, MANY]]
+    assert send(admin, [sem._count_op()]) == [[0, 0, MANY, MANY]]
     assert admin.hlen(H.lock) == admin.zcard(H.expiry)
     # 60 s from that grant, less the time since (measured: a loaded machine takes > 1 s)
     elapsed_ms = (time.monotonic() - granted) * 1000

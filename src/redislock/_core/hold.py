@@ -4,7 +4,7 @@
 
 Source: Redisson's reentrant ``RLock`` (a hash ``owner -> count`` kept by Lua scripts),
 ``RReadWriteLock`` and ``RPermitExpirableSemaphore``, with one lease per hold kept inside
-the hold (see ``scripts/hold.lua``), so one key serves every holder (cluster-safe) and a
+the hold (see ``scripts/_hold.lua``), so one key serves every holder (cluster-safe) and a
 crashed reader or permit holder frees its share when its own lease ends. A sorted set beside
 the hash (``HoldKeys.expiry``) indexes the holds by lease end, so a call costs O(log n) in
 the holds of the name, not a read of the whole hash.
@@ -49,7 +49,19 @@ from redislock.errors import (
 
 __all__ = ["MODES", "HoldCore", "check_permits", "permit_id"]
 
-_HOLD = SCRIPTS["hold"]
+_ACQUIRE: Final = {
+    "w": SCRIPTS["hold_acquire_write"],
+    "r": SCRIPTS["hold_acquire_read"],
+    "p": SCRIPTS["hold_acquire_permit"],
+}
+_REENTER = SCRIPTS["hold_reenter"]
+_RELEASE = SCRIPTS["hold_release"]
+_RELEASE_PERMIT = SCRIPTS["hold_release_permit"]
+_EXTEND = SCRIPTS["hold_extend"]
+_STATUS = SCRIPTS["hold_status"]
+_COUNT = SCRIPTS["hold_count"]
+_LEAVE = SCRIPTS["hold_leave"]
+_FORCE = SCRIPTS["hold_force"]
 _NO_KEYS: Final = HoldKeys("", "", "", "", "", "", "", "", "")
 
 MODES: Final = ("w", "r", "p")
@@ -67,35 +79,6 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
     if not 1 <= value <= MAX_PERMITS:
         raise LockConfigError(f"permits must be between 1 and {MAX_PERMITS}, got {value}")
     return value
-
-
-def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:
-    """The keys a hold.lua call of ``op`` in ``mode`` may touch, as hold.lua's ARGV[13] role
-    letters (``h`` hash, ``f`` fence, ``w`` waiters, ``k`` wake, ``r`` reader marker, ``s``
-    reader wake, ``p`` permits, ``d`` released, ``x`` expiry index). Every call but a status
-    and a leave declares ``h`` and ``x``: the hash and its index change together.
-
-    A call declares no other key, so in a Cluster slot whose migration is under way a status
-    (a one-key script) follows ASK to wherever the hash is, and an extend or a re-entry
-    (the hash and its index, which exist together) to wherever both are, instead of failing
-    with TRYAGAIN because optional keys such as the waiters set do not exist (Redis refuses
-    a multi-key command unless all of its keys are on the node: CLUSTER SETSLOT docs).
-    """
-    if op == "status":
-        return "h"
-    if op == "extend" or (op == "acquire" and reenter):
-        return "hx"
-    if op == "acquire" and mode == "w" and not marker_ms:
-        return "hfx"  # a single try of an exclusive hold: it neither waits nor wakes anyone
-    if op == "acquire":
-        return {"w": "hfwx", "r": "hfwrsx", "p": "hfwkpx"}[mode]
-    if op == "release":  # wakes whoever may now enter
-        return "hwkpdx" if mode == "p" else "hwkrsdx"
-    if op == "leave":
-        return "hw"
-    if op == "count":
-        return "hpx" if mode == "p" else "hx"
-    return "hwkrsx"  # force: wakes every kind of waiter
 
 
 @dataclass(slots=True)
@@ -125,39 +108,63 @@ class HoldCore(LockCore):
             fields["mode"] = mode
         return type(self)(**fields)
 
-    def _op(
-        self,
-        op: str,
-        token: str,
-        *,
-        ms: int = 0,
-        meta: str = "",
-        marker_ms: int = 0,
-        reenter: bool = False,
-        companion: str = "",
-        extend_mode: str = "",
-        op_id: str = "",
+    # ------------------------------------------------------------------ the script calls
+    # One script per operation (and per mode where the keys differ). Each call declares only
+    # the keys it may touch, so in a Cluster slot whose migration is under way a status (a
+    # one-key script) follows ASK to wherever the hash is, and an extend or a re-entry (the
+    # hash and its index, which exist together) to wherever both are, instead of failing
+    # with TRYAGAIN because optional keys such as the waiters set do not exist (Redis refuses
+    # a multi-key command unless all of its keys are on the node: CLUSTER SETSLOT docs).
+
+    def _acquire_op(
+        self, token: str, *, ms: int, meta: str, marker_ms: int = 0, companion: str = ""
     ) -> Eval:
-        roles = hold_roles(op, self.mode, reenter=reenter, marker_ms=marker_ms)
-        return Eval(
-            _HOLD,
-            self.hkeys.declared(roles),
-            (
-                op,
-                token,
-                self.mode,
-                ms,
-                meta,
-                marker_ms,
-                "1" if reenter else "0",
-                companion,
-                self.permits,
-                extend_mode,
-                op_id,
-                DONE_MS,
-                roles,
-            ),
-        )
+        """A try for a new hold: hold_acquire_write, _read or _permit by the mode."""
+        k = self.hkeys
+        if self.mode == "w":
+            # a single try neither waits nor wakes anyone: no waiters key
+            waits = (k.wait,) if marker_ms else ()
+            return Eval(
+                _ACQUIRE["w"], (k.lock, k.expiry, k.fence, *waits), (token, ms, meta, marker_ms)
+            )
+        if self.mode == "r":
+            keys = (k.lock, k.expiry, k.fence, k.wait, k.rwait, k.rwake)
+            return Eval(_ACQUIRE["r"], keys, (token, ms, meta, marker_ms, companion))
+        keys = (k.lock, k.expiry, k.fence, k.wait, k.wake, k.permits)
+        return Eval(_ACQUIRE["p"], keys, (token, ms, meta, marker_ms, self.permits))
+
+    def _reenter_op(self, token: str, *, ms: int, op_id: str = "") -> Eval:
+        return Eval(_REENTER, (self.hkeys.lock, self.hkeys.expiry), (token, ms, op_id))
+
+    def _release_op(self, token: str, op_id: str = "") -> Eval:
+        # The op id makes a retried decrement count once; a retried last release finds its
+        # token among the recently released (hold_release.lua).
+        k, args = self.hkeys, (token, op_id or new_op_id(), DONE_MS)
+        if self.mode == "p":  # wakes whoever may now enter
+            given = (k.lock, k.expiry, k.wait, k.wake, k.permits, k.released)
+            return Eval(_RELEASE_PERMIT, given, (*args, self.permits))
+        keys = (k.lock, k.expiry, k.wait, k.wake, k.rwait, k.rwake, k.released)
+        return Eval(_RELEASE, keys, args)
+
+    def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
+        # "add" is the one mode a retry would apply twice: it carries an op id (hold_extend.lua).
+        op_id = new_op_id() if mode == "add" else ""
+        return Eval(_EXTEND, (self.hkeys.lock, self.hkeys.expiry), (token, ms, mode, op_id))
+
+    def _status_op(self, token: str) -> Eval:
+        return Eval(_STATUS, (self.hkeys.lock,), (token,))
+
+    def _leave_op(self, token: str) -> Eval:
+        return Eval(_LEAVE, (self.hkeys.wait,), (token,))
+
+    def _count_op(self) -> Eval:
+        k = self.hkeys
+        keys = (k.lock, k.expiry, k.permits) if self.mode == "p" else (k.lock, k.expiry)
+        return Eval(_COUNT, keys, (self.permits,))
+
+    def _force_op(self) -> Eval:
+        k = self.hkeys
+        return Eval(_FORCE, (k.lock, k.expiry, k.wait, k.wake, k.rwait, k.rwake), ())
 
     # ------------------------------------------------------------------ flows
 
@@ -169,8 +176,8 @@ class HoldCore(LockCore):
         (which is then given back).
         """
         sent = time.monotonic()
-        # The op id makes a retry after a lost reply count once (hold.lua).
-        op = self._op("acquire", h.token, ms=self.lease_ms, reenter=True, op_id=new_op_id())
+        # The op id makes a retry after a lost reply count once (hold_reenter.lua).
+        op = self._reenter_op(h.token, ms=self.lease_ms, op_id=new_op_id())
         try:
             reply, ack = unwrap((yield self._write(op)))
         except Exception:
@@ -216,13 +223,8 @@ class HoldCore(LockCore):
         try:
             while True:
                 sent = time.monotonic()
-                op = self._op(
-                    "acquire",
-                    token,
-                    ms=self.lease_ms,
-                    meta=meta,
-                    marker_ms=marker_ms,
-                    companion=companion,
+                op = self._acquire_op(
+                    token, ms=self.lease_ms, meta=meta, marker_ms=marker_ms, companion=companion
                 )
                 try:
                     reply, ack = unwrap((yield self._write(op)))
@@ -248,7 +250,7 @@ class HoldCore(LockCore):
                 now = time.monotonic()
                 if marker_ms == 0 or (deadline is not None and now >= deadline):
                     if marker_ms and self.mode != "r":  # no longer counts as waiting
-                        yield self._op("leave", token)
+                        yield self._leave_op(token)
                     return self._gave_up(start, now)
                 block = self._pause(self.recheck_interval, as_int(reply[1]), deadline, now)
                 try:
@@ -268,7 +270,7 @@ class HoldCore(LockCore):
         was gone. Never waits for replicas (see :meth:`LockCore.release_flow`).
         """
         # A release that got no reply keeps its op id for the next release of ``h`` (the
-        # caller may retry it): a decrement that already ran then counts once (hold.lua).
+        # caller may retry it): a decrement that already ran then counts once (hold_release.lua).
         if not h.release_op:
             h.release_op = new_op_id()
         reply, ack = unwrap((yield self._tracked(self._release_op(h.token, h.release_op))))
@@ -287,27 +289,16 @@ class HoldCore(LockCore):
             self.holding = None
         self._released(h, status, retry=retry)
 
-    def _release_op(self, token: str, op_id: str = "") -> Eval:
-        # The op id makes a retried decrement count once; a retried last release finds its
-        # token among the recently released (hold.lua).
-        return self._op("release", token, op_id=op_id or new_op_id())
-
     def abandon_flow(self, token: str) -> Flow[None]:
         """After a cancelled or failed acquire: remove a hold the script may have made, and
         stop counting as a waiting writer (which would keep new readers out)."""
         yield self._release_op(token)
         if self.mode != "r":
-            yield self._op("leave", token)
-
-    def _extend_op(self, token: str, ms: int, mode: str) -> Eval:
-        # "add" is the one mode a retry would apply twice: it carries an op id (hold.lua).
-        return self._op(
-            "extend", token, ms=ms, extend_mode=mode, op_id=new_op_id() if mode == "add" else ""
-        )
+            yield self._leave_op(token)
 
     def hold_status_flow(self, token: str) -> Flow[tuple[str, float, int, int]]:
         """Ask Redis about the hold of ``token``: (status, ttl seconds, fence, count)."""
-        reply = yield self._op("status", token)
+        reply = yield self._status_op(token)
         status = as_str(reply[0])
         if status not in ("ok", "gone"):
             raise UnexpectedReplyError(f"hold status replied {reply!r}")
@@ -343,7 +334,7 @@ class HoldCore(LockCore):
 
     def count_flow(self) -> Flow[tuple[int, int, int, int]]:
         """Live holds: (writers, readers, permits held, permit count)."""
-        reply = yield self._op("count", "")
+        reply = yield self._count_op()
         w, r, p, limit = (as_int(x) for x in reply)
         return w, r, p, limit
 
@@ -359,4 +350,4 @@ class HoldCore(LockCore):
 
     def force_flow(self) -> Flow[int]:
         """Operator override: remove every hold and wake every waiter; returns how many."""
-        return as_int((yield self._op("force", "")))
+        return as_int((yield self._force_op()))

@@ -27,7 +27,7 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
                   end; see :mod:`redislock._core.once`); ``K`` has no braces
 
 RLock, ReadWriteLock and Semaphore (:class:`HoldKeys`) make ``P{N}`` a hash of holds (see
-``scripts/hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
+``scripts/_hold.lua``) indexed by ``P{N}:expiry`` (each hold's lease end, a sorted set), and
 add ``P{N}:rwait`` / ``P{N}:rwake`` (readers; ``rwake`` a channel too) and ``P{N}:permits``
 (a run-time permit count). Lock and FairLock (:class:`FairKeys`) keep ``P{N}`` and the
 fencing keys and queue their waiters in ``P{N}:queue``, ``P{N}:qleases``, ``P{N}:qinfo``,
@@ -183,22 +183,8 @@ class LockKeys(NamedTuple):
         return None
 
 
-_HOLD_ROLES = {
-    "h": "lock",
-    "f": "fence",
-    "w": "wait",
-    "k": "wake",
-    "r": "rwait",
-    "s": "rwake",
-    "p": "permits",
-    "d": "released",
-    "x": "expiry",
-}
-"""hold.lua's key role letters (its ARGV[13]) and the :class:`HoldKeys` field each names."""
-
-
 class HoldKeys(NamedTuple):
-    """The Redis keys of a hash-based lock (RLock, ReadWriteLock, Semaphore); see hold.lua.
+    """The Redis keys of a hash-based lock (RLock, ReadWriteLock, Semaphore); see scripts/_hold.lua.
 
     ``P{N}`` is a hash of holds (not a string as for :class:`LockKeys`), so a name used by
     a Lock and by one of these gets a WRONGTYPE error instead of a silent double grant.
@@ -213,7 +199,7 @@ class HoldKeys(NamedTuple):
     permits: str
     released: str
     expiry: str
-    """The expiry index: a sorted set, owner token -> the end of its lease (hold.lua)."""
+    """The expiry index: a sorted set, owner token -> the end of its lease (_hold.lua)."""
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> HoldKeys:
@@ -234,11 +220,6 @@ class HoldKeys(NamedTuple):
             released=base + ":released",
             expiry=base + ":expiry",
         )
-
-    def declared(self, roles: str) -> tuple[str, ...]:
-        """The keys named by ``roles``, hold.lua's ARGV[13] letters, in that order (see
-        :func:`redislock._core.hold.hold_roles`)."""
-        return tuple(getattr(self, _HOLD_ROLES[r]) for r in roles)
 
 
 class FairKeys(NamedTuple):

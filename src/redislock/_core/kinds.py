@@ -51,7 +51,7 @@ StoredCode: TypeAlias = Literal["lock", "fair", "rlock", "rwlock", "semaphore"]
 Shape: TypeAlias = Literal["lease", "holds"]
 """What a kind keeps at its lock key ``<prefix>{<name>}``: ``"lease"``, a string lock value
 ``<token>|<fence>|<meta>`` with the lease as its TTL (one holder); ``"holds"``, a hash of
-holds, one field per owner token (``scripts/hold.lua``)."""
+holds, one field per owner token (``scripts/_hold.lua``)."""
 
 _KEY_TYPES: Final[dict[Shape, str]] = {"lease": "string", "holds": "hash"}
 
@@ -108,8 +108,8 @@ class Part:
         method: the kind's method that returns it (``"read"``; ``"acquire"`` for a permit,
             which it returns once acquired).
         exclusive: one holder at a time (a read side is not).
-        mode: the ``hold.lua`` mode its holds are written with (``"r"``, ``"w"``, ``"p"``),
-            or None.
+        mode: the hold mode (``scripts/_hold.lua``) its holds are written with (``"r"``,
+            ``"w"``, ``"p"``), or None.
         found: how a kind-conflict error names a name whose hash has a hold of this part
             (``"a ReadWriteLock's writer"``); empty for a part that writes no hold hash.
     """
@@ -146,8 +146,8 @@ class KindSpec:
         clients: ``"one"``: one client (a server, a Cluster, a Sentinel master);
             ``"masters"``: Redlock's independent masters.
         names: ``"one"`` lock name, or ``"several"`` taken all or nothing.
-        hold_mode: the ``hold.lua`` mode its own holds are written with (a holder on the
-            hold hash), or None.
+        hold_mode: the hold mode (``scripts/_hold.lua``) its own holds are written with (a
+            holder on the hold hash), or None.
         article: ``"a"`` or ``"an"``, as a kind-conflict error says it (``"an RLock"``).
         torture: its ``redislock torture --scenario`` name, or None.
         uses: the kind whose lock it holds, for a row that is a use of another kind rather
@@ -200,6 +200,9 @@ class KindSpec:
 
 
 _SUBSCRIBES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS")
+_HOLD_SCRIPTS = ("hold_extend", "hold_status", "hold_leave")
+_WRITE_SCRIPTS = ("hold_acquire_write", "hold_reenter", "hold_release", *_HOLD_SCRIPTS)
+_PERMIT_SCRIPTS = ("hold_acquire_permit", "hold_release_permit", "hold_count", *_HOLD_SCRIPTS)
 _LEASE_SCRIPTS = ("fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep")
 
 KINDS: Final = (
@@ -215,7 +218,7 @@ KINDS: Final = (
     KindSpec(
         "RLock",
         stored="rlock",
-        scripts=("hold",),
+        scripts=_WRITE_SCRIPTS,
         commands=_SUBSCRIBES,
         acl_profile="RLock",
         holder=True,
@@ -226,7 +229,7 @@ KINDS: Final = (
     KindSpec(
         "ReadWriteLock",
         stored="rwlock",
-        scripts=("hold",),
+        scripts=(*_WRITE_SCRIPTS, "hold_acquire_read"),
         commands=_SUBSCRIBES,
         acl_profile="ReadWriteLock",
         holder=False,
@@ -241,7 +244,7 @@ KINDS: Final = (
     KindSpec(
         "Semaphore",
         stored="semaphore",
-        scripts=("hold",),
+        scripts=_PERMIT_SCRIPTS,
         commands=(*_SUBSCRIBES, "SET", "DEL"),  # set_permits
         acl_profile="Semaphore",
         holder=False,
@@ -388,8 +391,8 @@ def conflict_wanted(script: str) -> str:
 
 
 def hold_mode_found() -> dict[str, str]:
-    """``hold.lua`` mode -> how a kind-conflict error names a hash with a hold of that mode
-    (``"w"``: ``"an RLock or a ReadWriteLock's writer"``)."""
+    """A hold mode (``scripts/_hold.lua``) -> how a kind-conflict error names a hash with a
+    hold of that mode (``"w"``: ``"an RLock or a ReadWriteLock's writer"``)."""
     texts: dict[str, list[str]] = {}
     for row in KINDS:
         if row.hold_mode is not None:

@@ -3,7 +3,7 @@
 -- script instead of a MULTI pipeline so that it is one flow operation, and the server's TIME
 -- comes from the same instant as the values it is compared with.
 -- KEYS[1] lock key      string "<token>|<fence>|<meta>" (Lock, FairLock, MultiLock) or a hash
---                       of holds (RLock, ReadWriteLock, Semaphore; see hold.lua), or absent
+--                       of holds (RLock, ReadWriteLock, Semaphore; see _hold.lua), or absent
 -- KEYS[2] fence key     the slot's fencing counter, shared by the names of one hash slot
 -- KEYS[3] waiters key   Lock: marker string; hold kinds: sorted set of waiting writers/permits
 -- KEYS[4] rwait marker  a reader of a ReadWriteLock is waiting

@@ -41,7 +41,7 @@ TOOLS: dict[str, tuple[set[str], set[str]]] = {
     "inspect": ({"inspect"}, {"EVALSHA", "EVAL"}),
     "CLI list": ({"inspect"}, {"EVALSHA", "EVAL", "SCAN"}),
     "CLI force-release": (
-        {"inspect", "lock_force_release", "hold", "fair"},
+        {"inspect", "lock_force_release", "hold_force", "fair"},
         {"EVALSHA", "EVAL"},
     ),
 }
@@ -135,9 +135,10 @@ def scripts_check_the_acl(admin: redis.Redis) -> bool:
 
 
 TAIL = {"DEL", "PUBLISH"}
-"""What hold.lua's release runs after it removed the hold (settling the keys' TTL, waking
-waiters). Redis 7+ refuses such a release before it writes (the preflight); Redis 6.2 has no
-preflight, so there the release completes and the refused tail is skipped."""
+"""What a hold release (hold_release.lua, hold_release_permit.lua) runs after it removed the
+hold (settling the keys' TTL, waking waiters). Redis 7+ refuses such a release before it
+writes (the preflight); Redis 6.2 has no preflight, so there the release completes and the
+refused tail is skipped."""
 
 
 async def release_completes_without_its_tail(
@@ -339,25 +340,29 @@ def test_the_redis_py_drop_in_works_as_its_documented_user(
 
 
 LOCKISH = [k for k in KINDS if k.id in ("Lock", "MultiLock")]
-HASHED = [k for k in KINDS if "hold" in PROFILES[profile_of(k)][0] and k.exclusive]
-"""Kinds on hold.lua (RLock, a ReadWriteLock's writer, Semaphore: the kinds table's rows that
-run it; the scenario needs an exclusive hold), which checks every command it may run on each
-key it declares before it reads or writes (redis.acl_check_cmd): a refusal names its command
-and changes nothing."""
-FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
+HASHED = [
+    k
+    for k in KINDS
+    if any(s.startswith("hold_") for s in PROFILES[profile_of(k)][0]) and k.exclusive
+]
+"""Kinds on the hold scripts (RLock, a ReadWriteLock's writer, Semaphore: the kinds table's
+rows that run them; the scenario needs an exclusive hold), which check every command they may
+run on each key they declare before they read or write (redis.acl_check_cmd): a refusal names
+its command and changes nothing."""
+FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as the hold scripts do
 NEVER_RUN = (
     {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
     | {(profile, "UNSUBSCRIBE") for profile, (_, sent) in PROFILES.items() if "UNSUBSCRIBE" in sent}
-    | {("RLock", "GET"), ("WriteLock", "GET"), ("Semaphore", "SET")}
+    | {("RLock", "GET"), ("WriteLock", "GET"), ("WriteLock", "SET"), ("Semaphore", "SET")}
 )
 """Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
 waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases);
 UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
-channel stays subscribed until the connection closes); and of the hold profile, which has
-every command hold.lua runs for any of its kinds, GET for an RLock and a ReadWriteLock's
-writer (a side is named by its own id; only a Semaphore's call reads a permit count) and
-SET for a Semaphore (only a ReadWriteLock's reader sets a marker; a Semaphore's
-``set_permits``, which the scenario does not call, sends SET itself)."""
+channel stays subscribed until the connection closes); and of the hold profiles, which have
+every command of the hold scripts their kinds run (with all of _hold.lua), GET for an RLock
+and a ReadWriteLock's writer (a side is named by its own id; only a Semaphore's call reads a
+permit count), SET for a ReadWriteLock's writer (only its reader sets a marker) and for a
+Semaphore (its ``set_permits``, which the scenario does not call, sends SET itself)."""
 
 
 def refusable(kind: Kind) -> list[tuple[Kind, str]]:
@@ -422,8 +427,9 @@ async def test_a_refused_command_is_named_and_leaves_nothing_half_done(
     kind: Kind, drop: str, server: RedisProcess, admin: redis.Redis
 ) -> None:
     """Every command of a kind's profile taken out in turn: the first operation that needs it
-    raises ``NoPermissionError`` naming it. hold.lua serves three kinds, so its profile has
-    a command or two that one kind never runs (NEVER_RUN): without it, that kind works."""
+    raises ``NoPermissionError`` naming it. The hold scripts share _hold.lua, so a hold
+    profile has a command or two that one kind never runs (NEVER_RUN): without it, that kind
+    works."""
     with user(admin, documented()[profile_of(kind)], drop=drop) as auth:
         client = clients.sync_client(**server.client_kwargs(), **auth, decode_responses=True)
         aclient = clients.async_client(**server.client_kwargs(), **auth, decode_responses=True)

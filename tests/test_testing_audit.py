@@ -271,13 +271,18 @@ def test_holds_taken_before_start_are_known(
 
 
 def test_hold_fields(redis_server: RedisProcess, client: redis.Redis) -> None:
-    """hold.lua removes expired holds of others: legitimate; removing a live one is not."""
-    hold = client.register_script(SCRIPTS["hold"].source)
+    """A hold script removes expired holds of others: legitimate; removing a live one is not."""
+    acquire = client.register_script(SCRIPTS["hold_acquire_permit"].source)
+    release = client.register_script(SCRIPTS["hold_release_permit"].source)
     keys = HoldKeys.for_name("e")
     meta = f"host|{os.getpid()}|0"
 
     def call(op: str, token: str, ms: int = 0) -> Any:
-        return hold(keys=list(keys), args=[op, token, "p", ms, meta, 0, 0, "", 5, 1000, "add"])
+        if op == "acquire":
+            taken = [keys.lock, keys.expiry, keys.fence, keys.wait, keys.wake, keys.permits]
+            return acquire(keys=taken, args=[token, ms, meta, 0, 5])
+        given = [keys.lock, keys.expiry, keys.wait, keys.wake, keys.permits, keys.released]
+        return release(keys=given, args=[token, "", 0, 5])
 
     short, long_, live = "a" * 32, "b" * 32, "c" * 32
     with auditor([redis_server], ["e"]) as aud:

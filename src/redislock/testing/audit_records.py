@@ -94,7 +94,7 @@ class ForeignTouch:
         server: index of the server.
         t: monotonic time of the command, seconds.
         script: the script that wrote: a library script as ``"<file stem>"`` or
-            ``"<file stem>:<op>"`` (``"hold:release"``), ``"eval:<sha1 prefix>"`` for a
+            ``"<file stem>:<op>"`` (``"fair:release"``), ``"eval:<sha1 prefix>"`` for a
             script not shipped by redislock, or ``"(plain)"`` for a plain client command.
         key: the lock key.
         caller: first 8 characters of the caller's token (a library script's token

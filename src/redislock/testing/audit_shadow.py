@@ -51,6 +51,7 @@ class ScriptInfo(NamedTuple):
     op_index: int | None  # ARGV index of the op (0-based), None: the script has one op
     token_index: int | None  # ARGV index of the caller token, None: no token (admin)
     admin_ops: frozenset[str]  # ops that are operator overrides
+    owns_nothing: bool = False  # no caller token, and no live hold is its to touch
 
 
 LIBRARY: Final = {
@@ -61,7 +62,22 @@ LIBRARY: Final = {
     # An operator override, deliberately deleting whoever holds the lock: counted in
     # AuditResult.admin_overrides, never a foreign touch.
     "lock_force_release": ScriptInfo("lock_force_release", None, None, frozenset()),
-    "hold": ScriptInfo("hold", 0, 1, frozenset({"force"})),
+    **{
+        stem: ScriptInfo(stem, None, 0, frozenset())
+        for stem in (
+            "hold_acquire_write",
+            "hold_acquire_read",
+            "hold_acquire_permit",
+            "hold_reenter",
+            "hold_release",
+            "hold_release_permit",
+            "hold_extend",
+            "hold_status",
+            "hold_leave",
+        )
+    },
+    "hold_count": ScriptInfo("hold_count", None, None, frozenset(), owns_nothing=True),
+    "hold_force": ScriptInfo("hold_force", None, None, frozenset()),
     "fair": ScriptInfo("fair", 0, 1, frozenset({"force"})),
     "multi": ScriptInfo("multi", 0, 2, frozenset()),
 }
@@ -341,7 +357,10 @@ class Shadow:
                 if info.op_index is not None and info.op_index < len(argv):
                     op = argv[info.op_index]
                     ctx.label = f"{stem}:{op}"
-                if info.token_index is None or op in info.admin_ops:
+                if info.owns_nothing:
+                    ctx.caller = ""
+                    ctx.audited = True
+                elif info.token_index is None or op in info.admin_ops:
                     self.count_script(True)
                 elif info.token_index < len(argv):
                     ctx.caller = ctx.shown = argv[info.token_index]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Readers and permits at scale: the server time of one hold.lua call (ReadWriteLock readers,
+"""Readers and permits at scale: the server time of one hold script call (ReadWriteLock readers,
 Semaphore permits) with few and with many holds on one name.
 
 Starts its own redis-server on a unix socket in a temporary directory (persistence off;
@@ -20,8 +20,8 @@ Each op runs --calls times (pipelined in batches); before each batch the server'
 are reset (CONFIG RESETSTAT) and after it ``INFO commandstats`` gives ``cmdstat_evalsha``'s
 calls and usec; the table shows the mean server microseconds per call over all batches
 (``usec_per_call``: the script's whole run inside Redis, without the network). It drives
-hold.lua directly, as the cores build its calls (``HoldCore._op``), so it measures the
-script, not the client.
+the hold scripts directly, as the cores build their calls (``HoldCore._acquire_op``, ...),
+so it measures the scripts, not the client.
 
 There is no peer row: the peers we compare with elsewhere have no shared or counted lock
 with a lease per hold.
@@ -54,6 +54,7 @@ except ImportError:  # run from a checkout without PYTHONPATH=src: use the check
 from redislock._core.hold import HoldCore
 from redislock._core.lock import LockCore, holder_meta, new_op_id, new_token
 from redislock._core.ops import Eval
+from redislock._core.scripts import SCRIPTS
 from redislock.server import RedisProcess
 
 LEASE_MS = 600_000
@@ -91,7 +92,7 @@ def timed(r: redis.Redis, admin: redis.Redis, ops: Sequence[Eval]) -> tuple[int,
     for reply in replies:
         status = reply[0] if isinstance(reply, list) else reply
         if isinstance(status, bytes) and status not in (b"ok",):
-            raise RuntimeError(f"hold.lua replied {reply!r}")
+            raise RuntimeError(f"a hold script replied {reply!r}")
     stat = admin.info("commandstats").get("cmdstat_evalsha", {})
     return int(stat.get("calls", 0)), int(stat.get("usec", 0))
 
@@ -106,7 +107,7 @@ def run(
     tokens = [new_token() for _ in range(holds)]
     t0 = time.monotonic()
     for i in range(0, holds, 1000):
-        send(r, [core._op("acquire", t, ms=LEASE_MS, meta=meta) for t in tokens[i : i + 1000]])
+        send(r, [core._acquire_op(t, ms=LEASE_MS, meta=meta) for t in tokens[i : i + 1000]])
     fill_s = time.monotonic() - t0
     stored = int(admin.hlen(core.hkeys.lock))
     if stored != holds:
@@ -122,20 +123,14 @@ def run(
     for start in range(0, calls, batch):
         size = min(batch, calls - start)
         fresh = [new_token() for _ in range(size)]
-        add("acquire", [core._op("acquire", t, ms=LEASE_MS, meta=meta) for t in fresh])
-        add("release", [core._op("release", t, op_id=new_op_id()) for t in fresh])
+        add("acquire", [core._acquire_op(t, ms=LEASE_MS, meta=meta) for t in fresh])
+        add("release", [core._release_op(t, new_op_id()) for t in fresh])
         some = [tokens[(start + j) % holds] for j in range(size)]
         if mode == "r":
-            add(
-                "reenter",
-                [
-                    core._op("acquire", t, ms=LEASE_MS, reenter=True, op_id=new_op_id())
-                    for t in some
-                ],
-            )
-            add("decrement", [core._op("release", t, op_id=new_op_id()) for t in some])
-        add("extend", [core._op("extend", t, ms=LEASE_MS, extend_mode="set") for t in some])
-        add("count", [core._op("count", "") for _ in range(size)])
+            add("reenter", [core._reenter_op(t, ms=LEASE_MS, op_id=new_op_id()) for t in some])
+            add("decrement", [core._release_op(t, new_op_id()) for t in some])
+        add("extend", [core._extend_op(t, LEASE_MS, "set") for t in some])
+        add("count", [core._count_op() for _ in range(size)])
     return {
         "kind": kind,
         "holds": holds,
@@ -168,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r = redis.Redis(**srv.client_kwargs(), socket_timeout=120)
             admin = redis.Redis(**srv.client_kwargs(), decode_responses=True, socket_timeout=120)
             version = str(admin.info("server")["redis_version"])
-            admin.script_load(make_core("r")._op("count", "").script.source)
+            for script in SCRIPTS.values():
+                admin.script_load(script.source)
             for kind in kinds:
                 for holds in sizes:
                     results.append(run(r, admin, kind, holds, args.calls, args.batch))

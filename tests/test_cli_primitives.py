@@ -850,7 +850,7 @@ def test_release_force_refuses_a_key_redislock_did_not_write(
         assert f"redis-cli DEL {shlex.quote(lock_key(name))})" in err
         assert "released" not in out + err
         assert admin.dump(lock_key(name)) == before  # not touched
-    admin.hdel(lock_key("force:mixed"), "someone-else")  # (hold.lua refuses such a hash too)
+    admin.hdel(lock_key("force:mixed"), "someone-else")  # (the hold scripts refuse such a hash too)
     assert hold.owned()  # its hold is still there
     hold.release()
 

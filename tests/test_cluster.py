@@ -841,7 +841,7 @@ def probe_sync(a: SyncHold, on_a: Owner, b: SyncHold, on_b: Owner, stage: str) -
     return [f"{stage}: {w} {type(o.error).__name__}" for w, o, _ in results if o.error]
 
 
-@pytest.mark.parametrize("kind", ["lock", "rlock", "fair"])  # Semaphore: hold.lua as RLock
+@pytest.mark.parametrize("kind", ["lock", "rlock", "fair"])  # Semaphore: hold scripts as RLock
 def test_slot_migration_of_a_held_lock_sync(
     cluster: LocalCluster,
     sync_client: Any,
@@ -880,7 +880,7 @@ def test_slot_migration_of_a_held_lock_sync(
         cluster.finish_migration(slot, src, to)
     record("errors", seen)
     if kind == "rlock":
-        # hold.lua declares only the keys a call touches: owned and locked are one-key
+        # the hold scripts declare only the keys a call touches: owned and locked are one-key
         # calls that follow ASK, an extend needs the hash and its expiry index, so it fails
         # only while they are on different masters. A try also declares the fencing counter,
         # which may be absent, so a rival's try may get TRYAGAIN at every stage.

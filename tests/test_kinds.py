@@ -273,7 +273,7 @@ def named(text: str) -> list[str]:
 
 
 def test_the_hold_modes_of_the_table_are_those_hold_values_have() -> None:
-    """Every hold.lua mode a row or part writes is a mode of the hold value format (codec),
+    """Every hold mode (_hold.lua) a row or part writes is a mode of the hold value format (codec),
     which inspect shows as a role, and every such mode is some row's."""
     modes = set(kinds.hold_mode_found())
     assert modes == set(HOLD_MODES) == set(_ROLES)

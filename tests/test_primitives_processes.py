@@ -336,7 +336,7 @@ def test_reader_enters_at_once_after_the_waiting_writer_is_done(
     try:
         proc.start()
         deadline = time.monotonic() + 30
-        while not admin.exists(key + ":wait"):  # the writer waits (hold.lua's KEYS[3])
+        while not admin.exists(key + ":wait"):  # the writer waits (the hold scripts' waiters key)
             assert proc.is_alive(), "the writer process died"
             assert time.monotonic() < deadline, "the writer never waited"
             time.sleep(0.01)
@@ -607,7 +607,7 @@ def _holder(
 
 
 class HoldField(NamedTuple):
-    """One hold in a hold hash (see scripts/hold.lua)."""
+    """One hold in a hold hash (see scripts/_hold.lua)."""
 
     mode: str
     depth: int  # the hold count

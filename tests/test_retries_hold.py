@@ -2,7 +2,7 @@
 """RLock, ReadWriteLock, Semaphore and FairLock with redis-py's DEFAULT clients when a reply is lost
 after the command took effect (the client sends it again on a new connection): a
 re-entry and a decrement count once, an "add" extend adds once, a last release sent again
-answers "released" (hold.lua's op ids and tombstones), never a false NotOwnedError.
+answers "released" (the hold scripts' op ids and tombstones), never a false NotOwnedError.
 
 A :class:`~redislock.testing.FaultProxy` sits in front of the suite's server; its one-shot
 ``lose_reply`` fault is set right before the call under test.

@@ -5,7 +5,7 @@ write -> read downgrade, the refused read -> write upgrade, each reader's own le
 bad input (before any I/O).
 
 Every hold is one field of the hash ``redislock:{<name>}`` (``<mode>|<count>|...``, see
-``scripts/hold.lua``); the tests read it to check what Redis holds.
+``scripts/_hold.lua``); the tests read it to check what Redis holds.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 permit coming back with its lease, ``set_permits`` at run time, wake-ups, permits as context
 managers, the watchdog, loss, and bad input (before any I/O).
 
-Each permit is one field ``p|1|...`` of the hash ``redislock:{<name>}`` (``scripts/hold.lua``).
+Each permit is one field ``p|1|...`` of the hash ``redislock:{<name>}`` (``scripts/_hold.lua``).
 """
 
 from __future__ import annotations

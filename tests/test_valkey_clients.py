@@ -354,7 +354,7 @@ def test_an_acl_refusal_is_redislocks_no_permission_error(
 
 
 async def test_an_acl_refusal_asyncio(vk_servers: list[RedisProcess], admin: Any) -> None:
-    """A command refused inside hold.lua (a permit is an HSET of the hold hash) surfaces as
+    """A command refused inside a hold script (a permit is an HSET of the hold hash) surfaces as
     redislock.NoPermissionError from an asyncio valkey-py client."""
     try:
         auth = _user(admin, "~* &* +@all -hset")

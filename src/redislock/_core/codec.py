@@ -10,7 +10,7 @@ Python writes only the holder metadata; the Lua scripts put it into the stored v
                       fencing token
     hold value        "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       one field of the hash at ``P{N}`` per hold (RLock, ReadWriteLock,
-                      Semaphore; the field is the owner token; see hold.lua)
+                      Semaphore; the field is the owner token; see _hold.lua)
 
 ``acquired_unix_ms`` is the holder's clock, ``expires_ms`` the server's (TIME), both Unix
 time in milliseconds. The host never contains ``|`` (:func:`holder_meta` drops it), so a
@@ -88,7 +88,7 @@ def encode_lock_value(token: str, meta: str, fence: int) -> str:
 
 
 def encode_hold_value(mode: str, count: int, expires_ms: int, fence: int, meta: str) -> str:
-    """One hold's hash value (as hold.lua writes it):
+    """One hold's hash value (as _hold.lua writes it):
     ``"<mode>|<count>|<expires_ms>|<fence>|<meta>"``."""
     return f"{mode}|{count}|{expires_ms}|{fence}|{meta}"
 

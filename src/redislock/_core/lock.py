@@ -168,7 +168,7 @@ class Holding:
     moved: str = ""
     """Set when a write found the master changed and this hold gone: the loss reason."""
     release_op: str = ""
-    """Op id of a release of a counted hold that got no reply (hold.lua): the next release
+    """Op id of a release of a counted hold that got no reply (_hold.lua): the next release
     of this hold sends the same id, so a retried decrement counts once ("" when none)."""
     renewer_ref: Any = field(default=None, repr=False)
     """A weak reference to the lock object the watchdog renews this hold for (set by the

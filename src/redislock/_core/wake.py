@@ -19,7 +19,7 @@ cursor, returns None at once if the subscription was not known live before the c
 (the flow's last try may have missed a wake-up: it tries again, now subscribed), and
 otherwise waits. A plain wake-up goes to ONE untagged waiter of the process (the oldest;
 kept for the next one if nobody waits), as the wake list it replaces woke one waiter: the
-woken waiter passes it on when it gets in (hold.lua) and its release wakes the next; a
+woken waiter passes it on when it gets in (_hold.lua) and its release wakes the next; a
 tagged message goes to the waiters of its tag, and a plain one to every tagged waiter.
 
 This class is not thread-safe: the sync hub calls it under its lock, the asyncio hub from

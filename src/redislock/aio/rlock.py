@@ -254,7 +254,7 @@ class AsyncReadWriteLock:
     take a read hold and then release the write hold (downgrade); a reader asking for the
     write lock gets :class:`~redislock.LockUpgradeError` at once (it would deadlock).
     Releases wake the side that may now enter (a wake-up channel per side). Design:
-    Redisson's ``RReadWriteLock`` with per-hold leases in one hash (``scripts/hold.lua``).
+    Redisson's ``RReadWriteLock`` with per-hold leases in one hash (``scripts/_hold.lua``).
 
     Example::
 

@@ -57,7 +57,7 @@ class AsyncSemaphore(Handle):
     every client. A release wakes one waiter per process (pub/sub, on the process's shared
     wake-up channel); a waiter that gets in passes the wake-up on while permits are left.
     Design: Redisson's ``RPermitExpirableSemaphore``,
-    with per-permit leases in one hash (``scripts/hold.lua``).
+    with per-permit leases in one hash (``scripts/_hold.lua``).
 
     Example::
 

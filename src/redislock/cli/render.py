@@ -31,7 +31,7 @@ KIND_LABELS: Final[dict[str | None, str]] = {
 ``kind`` field of the JSON output."""
 
 HOLD_KINDS: Final = tuple(stored.code for stored in STORED if stored.shape == "holds")
-"""The kinds kept as a hash of holds (see scripts/hold.lua)."""
+"""The kinds kept as a hash of holds (see scripts/_hold.lua)."""
 
 LEASE_KINDS: Final = tuple(stored.code for stored in STORED if stored.shape == "lease")
 """The kinds kept as one lock value, a string at the lock key (Lock, FairLock, ...)."""

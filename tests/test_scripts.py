@@ -33,7 +33,6 @@ PARTS = {  # the shared parts, included where a script says so
 FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
 RING_PART = PARTS["_ring.lua"]
-HOLD_PART = PARTS["_hold.lua"]
 NAMES = sorted(SCRIPTS)
 CASE_MODULES = tuple(
     importlib.import_module(f"tests.{path.stem}")
@@ -203,8 +202,16 @@ def test_ring_part_touches_only_the_keys_it_is_given() -> None:
     ]
 
 
-_KEY_PARAMS = {"hash", "index", "counter", "waiters", "wake", "rwait", "rwake", "pkey", "released"}
-"""_hold.lua's key parameters: each of its helpers gets its keys as parameters of these names."""
+FAMILY_PARTS = {
+    "hold_": (
+        "_hold.lua",
+        {"hash", "index", "counter", "waiters", "wake", "rwait", "rwake", "pkey", "released"},
+    ),
+    "election_": ("_election.lua", {"lock", "leader"}),
+}
+"""The script families whose shared part is written into each of their scripts: the part, and
+the names of its functions' key parameters (each gets its keys as parameters of these names;
+``counter``, the fencing counter, goes to _fence.lua's helpers only)."""
 _HELPER = re.compile(r"^local function (\w+)\(([^)]*)\)", re.M)
 _KEY_BINDING = re.compile(r"^local ([\w, ]+) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)[ \t]*$", re.M)
 
@@ -227,30 +234,38 @@ def key_locals(code: str) -> set[str]:
     return names
 
 
-def test_hold_part_touches_only_the_keys_it_is_given() -> None:
-    """_hold.lua's helpers run commands on their key parameters only, which they never
-    assign; the hold scripts pass them their KEYS[n] (see the next test)."""
-    code = "\n".join(line.split("--", 1)[0] for line in HOLD_PART.decode().splitlines())
+def part_code(part: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in PARTS[part].decode().splitlines())
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_PARTS))
+def test_family_part_touches_only_the_keys_it_is_given(family: str) -> None:
+    """A family's shared part (_hold.lua, _election.lua): its functions run commands on
+    their key parameters only, which they never assign, and it reads no KEYS or ARGV; the
+    family's scripts pass them their KEYS[n] (see the next test)."""
+    part, key_params = FAMILY_PARTS[family]
+    code = part_code(part)
     assert "KEYS" not in code
     assert "ARGV" not in code
-    for command, first in _CALL.findall(code):
+    calls = _CALL.findall(code)
+    assert calls
+    for command, first in calls:
         if command != "TIME":
-            assert first.strip() in _KEY_PARAMS, f"{command} {first}"
-    for name in _KEY_PARAMS:
+            assert first.strip() in key_params, f"{command} {first}"
+    for name in key_params:
         assert assigned(code, name) == 0, name
     params = {p.strip() for _, args in _HELPER.findall(code) for p in args.split(",")}
-    assert params & _KEY_PARAMS == _KEY_PARAMS - {"counter"}  # that one: _fence.lua's
+    assert params & key_params == key_params - {"counter"}
 
 
-def hold_helper_keys() -> dict[str, tuple[list[int], int | None]]:
-    """_hold.lua's helpers -> the positions of their key parameters, and where their
-    ``...`` starts (pairs key, ON_* list, as ``check`` takes them), if they have one."""
-    code = "\n".join(line.split("--", 1)[0] for line in HOLD_PART.decode().splitlines())
+def helper_keys(part: str, key_params: set[str]) -> dict[str, tuple[list[int], int | None]]:
+    """A shared part's functions -> the positions of their key parameters, and where their
+    ``...`` starts (pairs key, ON_* list, as _hold.lua's ``check`` takes them), if any."""
     out = {}
-    for name, args in _HELPER.findall(code):
+    for name, args in _HELPER.findall(part_code(part)):
         params = [p.strip() for p in args.split(",")]
         pairs = params.index("...") if "..." in params else None
-        out[name] = ([i for i, p in enumerate(params) if p in _KEY_PARAMS], pairs)
+        out[name] = ([i for i, p in enumerate(params) if p in key_params], pairs)
     return out
 
 
@@ -271,16 +286,18 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     would break Redis Cluster routing and could collide with another lock's keys)."""
     source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
     source = source.replace(RING_PART.decode(), "")
-    source = source.replace(HOLD_PART.decode(), "")
+    family = next((f for f in FAMILY_PARTS if name.startswith(f)), None)
+    if family is not None:
+        source = source.replace(PARTS[FAMILY_PARTS[family][0]].decode(), "")
     own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
     key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"KEYS\[\d+\]"
-    if name.startswith("hold_"):
-        # The plain check: a key argument is KEYS[n] or a local bound only from one. The
-        # keys of _hold.lua's helpers (previous test) are such arguments too.
+    if family is not None:
+        # The plain check: a key argument is KEYS[n] or a local bound only from one; so are
+        # the key arguments of the family part's functions (previous test).
         assert not re.search(r"\bfunction\b", code)  # no parameter shadows a key local
         key = "|".join([r"KEYS\[\d+\]", *sorted(key_locals(code))])
-        for helper, (positions, pairs) in hold_helper_keys().items():
+        for helper, (positions, pairs) in helper_keys(*FAMILY_PARTS[family]).items():
             for call in re.finditer(rf"(?<![\w.]){helper}\(((?:[^()]|\([^()]*\))*)\)", code):
                 args = call_args(call[1])
                 spots = [*positions, *(range(pairs, len(args), 2) if pairs is not None else ())]
@@ -294,7 +311,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             keys = keys[: _RING_KEYS[helper]]  # then a fencing token
         assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
     calls = _CALL.findall(code)
-    assert calls or name.startswith("hold_"), "no redis.call found"  # hold_*: _hold.lua's
+    assert calls or family is not None, "no redis.call found"  # else in the family's part
     assert code.count("redis.call(") + code.count("redis.pcall(") == len(calls)
     for command, first in calls:
         if command.upper() == "TIME":  # no key

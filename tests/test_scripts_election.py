@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""election.lua (the advertised leader of an ``Election``, next to its lock): its behaviour on
-a real redis-server through EVAL, case by case (the case format is in ``tests/scriptcases.py``):
-only the lock's owner of that term writes the leader key, always with a TTL; a stale term
-or another owner is refused; clear touches only its own term's key; bad arguments are
-refused before anything is read."""
+"""The election_* scripts (the advertised leader of an ``Election``, next to its lock): their
+behaviour on a real redis-server through EVAL, case by case (the case format is in
+``tests/scriptcases.py``): only the lock's owner of that term writes the leader key, always
+with a TTL; a stale term or another owner is refused; clear touches only its own term's key;
+bad arguments are refused before anything is read."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ KEYS = (K.lock, LEADER)
 ENTRY = "node-a|http://a:80"
 
 
-def adv(op: str, token: str = TOKEN, term: str = "7", entry: str = ENTRY) -> tuple[str, ...]:
-    return (op, token, term, entry)
+def adv(
+    op: str, token: str = TOKEN, term: str = "7", entry: str = ENTRY
+) -> tuple[str, tuple[str, ...], tuple[Arg, ...]]:
+    """An advertise's or a keep's call (``op``): (script, KEYS, ARGV), as the core builds it."""
+    return (f"election_{op}", KEYS, (token, term, entry))
 
 
 def refused(op: str, case_id: str, *setup: tuple[str | int, ...], **kw: str) -> Case:
@@ -29,9 +32,7 @@ def refused(op: str, case_id: str, *setup: tuple[str | int, ...], **kw: str) -> 
     after: list[tuple[tuple[Arg, ...], object]] = [
         (("GET", LEADER), leader[0][2] if leader else None)
     ]
-    return Case(
-        case_id, "election", KEYS, adv(op, **kw), ["gone", 0], setup=list(setup), after=after
-    )
+    return Case(case_id, *adv(op, **kw), ["gone", 0], setup=list(setup), after=after)
 
 
 # The leader key's TTL: 4 * the lock's PTTL (held(): PX 5000).
@@ -39,29 +40,27 @@ TTL4 = Between(4 * 4000, 4 * 5000)
 
 CASES = [
     # ---- read
-    Case("election-read-nothing", "election", KEYS, ("read", "", "0", ""), [0, 0, None]),
+    Case("election-read-nothing", "election_read", KEYS, (), [0, 0, None]),
     Case(
         "election-read-leader",
-        "election",
+        "election_read",
         KEYS,
-        ("read", "", "0", ""),
+        (),
         [7, Between(4000, 5000), "7|" + ENTRY],
         setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY)],
     ),
     Case(
         "election-read-a-leader-key-without-its-lock",  # the caller sees fence 0: no leader
-        "election",
+        "election_read",
         KEYS,
-        ("read", "", "0", ""),
+        (),
         [0, 0, "7|" + ENTRY],
         setup=[("SET", LEADER, "7|" + ENTRY)],
     ),
     # ---- advertise: the owner of that term writes, with a TTL, and publishes
     Case(
         "election-advertise-by-the-owner",
-        "election",
-        KEYS,
-        adv("advertise"),
+        *adv("advertise"),
         ["ok", Between(4000, 5000)],
         setup=[held(fence=7)],
         after=[
@@ -72,9 +71,7 @@ CASES = [
     ),
     Case(
         "election-advertise-replaces-an-earlier-terms-key",
-        "election",
-        KEYS,
-        adv("advertise"),
+        *adv("advertise"),
         ["ok", Between(4000, 5000)],
         setup=[held(fence=7), ("SET", LEADER, "6|node-b|old")],
         after=[
@@ -102,18 +99,14 @@ CASES = [
     # ---- keep: the TTL refreshed, nothing published; written again if missing
     Case(
         "election-keep-refreshes-the-ttl-only",
-        "election",
-        KEYS,
-        adv("keep", entry="ignored|here"),
+        *adv("keep", entry="ignored|here"),
         ["ok", Between(4000, 5000)],
         setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY, "PX", 1000)],
         after=[(("GET", LEADER), "7|" + ENTRY), (("PTTL", LEADER), TTL4)],
     ),
     Case(
         "election-keep-writes-a-missing-key-again",
-        "election",
-        KEYS,
-        adv("keep"),
+        *adv("keep"),
         ["ok", Between(4000, 5000)],
         setup=[held(fence=7)],
         after=[
@@ -124,9 +117,7 @@ CASES = [
     ),
     Case(
         "election-keep-replaces-an-earlier-terms-key",
-        "election",
-        KEYS,
-        adv("keep"),
+        *adv("keep"),
         ["ok", Between(4000, 5000)],
         setup=[held(fence=7), ("SET", LEADER, "6|node-b|old", "PX", 1000)],
         after=[
@@ -152,66 +143,58 @@ CASES = [
     # ---- clear: only its own term's key
     Case(
         "election-clear-own-term",
-        "election",
-        KEYS,
-        ("clear", "", "7", ""),
+        "election_clear",
+        (LEADER,),
+        ("7",),
         ["ok", 1],
         setup=[held(fence=7), ("SET", LEADER, "7|" + ENTRY)],
         after=[(("EXISTS", LEADER), 0), (("PUBLISHED", LEADER), ["L|0"])],
     ),
     Case(
         "election-clear-leaves-a-newer-terms-key",
-        "election",
-        KEYS,
-        ("clear", "", "7", ""),
+        "election_clear",
+        (LEADER,),
+        ("7",),
         ["ok", 0],
         setup=[held(OTHER, fence=8), ("SET", LEADER, "8|node-b|")],
         after=[(("GET", LEADER), "8|node-b|")],
     ),
     Case(
         "election-clear-a-term-prefix-is-not-the-term",
-        "election",
-        KEYS,
-        ("clear", "", "1", ""),
+        "election_clear",
+        (LEADER,),
+        ("1",),
         ["ok", 0],
         setup=[("SET", LEADER, "17|node-b|")],
         after=[(("GET", LEADER), "17|node-b|")],
     ),
-    Case("election-clear-nothing", "election", KEYS, ("clear", "", "7", ""), ["ok", 0]),
+    Case("election-clear-nothing", "election_clear", (LEADER,), ("7",), ["ok", 0]),
     # ---- bad arguments: refused before anything is read or written
-    Case(
-        "election-unknown-op",
-        "election",
-        KEYS,
-        adv("bogus"),
-        Error("unknown op bogus"),
-        setup=[held(fence=7)],
-        after=[(("EXISTS", LEADER), 0)],
-    ),
-    Case("election-no-args", "election", KEYS, (), Error("unknown op nil")),
+    *[
+        Case(f"election-{op}-no-args", f"election_{op}", KEYS, (), Error(f"bad arguments for {op}"))
+        for op in ("advertise", "keep")
+    ],
     Case(
         "election-term-not-digits",
-        "election",
-        KEYS,
-        adv("advertise", term="7x"),
+        *adv("advertise", term="7x"),
         Error("bad arguments for advertise"),
         setup=[held(fence=7)],
         after=[(("EXISTS", LEADER), 0)],
     ),
     Case(
         "election-entry-missing",
-        "election",
+        "election_advertise",
         KEYS,
-        ("advertise", TOKEN, "7"),
+        (TOKEN, "7"),
         Error("bad arguments for advertise"),
         setup=[held(fence=7)],
         after=[(("EXISTS", LEADER), 0)],
     ),
     Case(
         "election-clear-term-missing",
-        "election",
-        KEYS,
-        ("clear", ""),
+        "election_clear",
+        (LEADER,),
+        (),
         Error("bad arguments for clear"),
         setup=[("SET", LEADER, "7|" + ENTRY)],
         after=[(("GET", LEADER), "7|" + ENTRY)],

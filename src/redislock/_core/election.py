@@ -6,7 +6,7 @@ contenders, hand-off on release, the watchdog lease): a campaign is an acquire, 
 resignation a release, and the term is the hold's fencing token, so terms strictly increase
 across leaders. What the leader advertises (its identity and a value) lives next to the
 lock, in the leader key ``<lock key>:leader`` (same hash slot) as
-``"<term>|<identity>|<value>"``, written by ``scripts/election.lua`` only while the writer
+``"<term>|<identity>|<value>"``, written by ``scripts/election_*.lua`` only while the writer
 holds the lock, with a TTL of :data:`LEADER_TTL_FACTOR` times the lock's PTTL. The watchdog
 refreshes it only when that TTL could end before the lease it just renewed (plus one renewal
 interval): about one renewal in nine with the default interval, so a renewal is one round
@@ -60,13 +60,16 @@ __all__ = [
     "default_identity",
 ]
 
-_ELECTION = SCRIPTS["election"]
+_ADVERTISE = {"advertise": SCRIPTS["election_advertise"], "keep": SCRIPTS["election_keep"]}
+_CLEAR = SCRIPTS["election_clear"]
+_READ = SCRIPTS["election_read"]
 LEADER_TAG: Final = "L"
 """What every message on a leader channel starts with (``L|...``): the match of an
 observer's :class:`Wait`, so every observer of the process wakes on it."""
 LEADER_TTL_FACTOR: Final = 4
-"""The leader key's TTL is this many times the lock's PTTL when written (``election.lua``
-advertise and keep): a garbage bound only, as readers check its term against the lock's."""
+"""The leader key's TTL is this many times the lock's PTTL when written
+(``election_advertise.lua``, ``election_keep.lua``): a garbage bound only, as readers check
+its term against the lock's."""
 MAX_IDENTITY: Final = 256
 """Longest identity, in UTF-8 bytes."""
 MAX_VALUE: Final = 65_536
@@ -136,7 +139,7 @@ def check_recheck(value: Any) -> float:
 
 
 def decode_read(reply: Any) -> tuple[LeaderInfo | None, int]:
-    """``election.lua`` read's reply: the leader (None: no lock key, or no leader key of the
+    """``election_read.lua``'s reply: the leader (None: no lock key, or no leader key of the
     lock's current term) and the lock's PTTL in milliseconds (0 without a lock key)."""
     try:
         fence, pttl, raw = as_int(reply[0]), as_int(reply[1]), reply[2]
@@ -164,7 +167,7 @@ class ElectionCore(FairCore):
     """A Lock's core whose holder advertises itself in the leader key."""
 
     _LOCK_DELAY: ClassVar[bool] = False
-    """No ``lock_delay``: its renewal (election.lua) does not move the delay key."""
+    """No ``lock_delay``: its renewal (election_keep.lua) does not move the delay key."""
 
     identity: str = ""
     value: str = ""
@@ -190,7 +193,8 @@ class ElectionCore(FairCore):
         """Write the leader key for hold ``h`` (and publish it): True, or False when the
         lock is no longer ``h``'s."""
         sent = time.monotonic()
-        reply = yield Eval(_ELECTION, self._keys2, (op, h.token, str(h.fence), self._entry()))
+        script = _ADVERTISE[op]  # "keep": refresh the TTL, write it again if it went
+        reply = yield Eval(script, self._keys2, (h.token, str(h.fence), self._entry()))
         try:
             status, pttl = as_str(reply[0]), as_int(reply[1])
         except (TypeError, IndexError, KeyError) as exc:
@@ -227,11 +231,11 @@ class ElectionCore(FairCore):
 
     def clear_flow(self, term: int) -> Flow[None]:
         """Delete the leader key if it is of ``term`` (and publish that nobody leads)."""
-        yield Eval(_ELECTION, self._keys2, ("clear", "", str(term), ""))
+        yield Eval(_CLEAR, (self.leader_key,), (str(term),))
 
     def read_flow(self) -> Flow[tuple[LeaderInfo | None, int]]:
         """The advertised leader (or None) and the lock's PTTL in ms (one round trip)."""
-        reply = yield Eval(_ELECTION, self._keys2, ("read", "", "0", ""))
+        reply = yield Eval(_READ, self._keys2, ())
         return decode_read(reply)
 
     def observe_flow(

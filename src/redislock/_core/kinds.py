@@ -294,7 +294,16 @@ KINDS: Final = (
     KindSpec(
         "Election",
         stored="lock",
-        scripts=("fair", "lock_extend", "lock_status", "waiter_keep", "election"),
+        scripts=(
+            "fair",
+            "lock_extend",
+            "lock_status",
+            "waiter_keep",
+            "election_advertise",
+            "election_keep",
+            "election_clear",
+            "election_read",
+        ),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="Election",
         holder=True,

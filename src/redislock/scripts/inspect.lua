@@ -10,7 +10,7 @@
 -- KEYS[5] permits key   Semaphore: the permit count set at run time
 -- KEYS[6] queue         FairLock: list of waiter tokens in arrival order
 -- KEYS[7] waiter leases FairLock: sorted set token -> server time (ms) its waiter lease ends
--- KEYS[8] leader key    Election: "<term>|<identity>|<value>" (see election.lua), or absent
+-- KEYS[8] leader key    Election: "<term>|<identity>|<value>" (see _election.lua), or absent
 -- ARGV: none
 -- returns {type, value, fields, pttl_ms, fence, waiting, rwaiting, permits, queue, leases, now_ms,
 --          leader}

@@ -49,14 +49,16 @@ local SPAN = 1e13
 local PRUNE = 4  -- ended holds removed per mode per call, at most
 local SHAPE = '^([wrp])|(%d+)|(%d+)|(%d+)|(.*)$'
 
--- ACL (docs/acl.md): what the scripts may run on each key, for check() below
+-- ACL (docs/acl.md): what a script may run on each of its keys, for check() below
 local ON_HASH = {'HGET', 'HLEN', 'HGETALL', 'HDEL', 'HSET', 'PEXPIREAT', 'DEL'}
 local ON_INDEX = {'ZCARD', 'ZCOUNT', 'ZRANGEBYSCORE', 'ZREVRANGEBYSCORE', 'ZADD', 'ZREM',
   'PEXPIREAT', 'DEL'}
-local ON_FENCE = {'INCR'}
+local ON_FENCE = {'INCR'}  -- the fencing counter (next_fence, _fence.lua)
+-- waiters: a write's or a permit's try (it may queue), else only pruned and read
 local ON_QUEUE = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZADD', 'PTTL', 'PEXPIRE', 'ZRANGE', 'ZREM'}
-local ON_WAITERS = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZRANGE'}  -- read only (a reader's try)
-local ON_WAKE = {'PUBLISH'}
+local ON_WAITERS = {'ZREMRANGEBYSCORE', 'ZCARD', 'ZRANGE'}
+local ON_WAKE = {'PUBLISH'}  -- either wake channel
+-- rwait: a reader's try (it may set the marker), else only read
 local ON_MARKER = {'SET', 'EXISTS'}
 local ON_RWAIT = {'EXISTS'}
 local ON_PERMITS = {'GET'}

@@ -186,7 +186,7 @@ end
 -- error reply (no index given, or a field redislock did not write), or nil.
 local function tidy(hash, index, now)
   if not index then
-    return redis.error_reply('redislock - this hold call needs the expiry index (KEYS[2])')
+    return redis.error_reply('redislock - this hold call needs the expiry index')
   end
   for _, mode in ipairs(MODES) do
     local ended = redis.call('ZRANGEBYSCORE', index, num(BAND[mode]), num(BAND[mode] + now),

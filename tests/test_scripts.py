@@ -33,6 +33,9 @@ PARTS = {  # the shared parts, included where a script says so
 FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
 RING_PART = PARTS["_ring.lua"]
+FAMILY_PARTS = {"latch": PARTS["_latch.lua"], "barrier": PARTS["_barrier.lua"]}
+"""The include files of the families split into one script per operation, whose helpers
+take the keys they touch as their leading parameters (see ``_PART_KEYS``)."""
 NAMES = sorted(SCRIPTS)
 CASE_MODULES = tuple(
     importlib.import_module(f"tests.{path.stem}")
@@ -139,8 +142,11 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
-        "latch": ["ttl_ms", "done_ms"],
-        "barrier": ["lease_ms", "done_ms"],
+        "latch_set": ["ttl_ms", "done_ms"],
+        "latch_down": ["ttl_ms", "done_ms"],
+        "barrier_enter": ["lease_ms"],
+        "barrier_renew": ["lease_ms"],
+        "barrier_leave": ["done_ms"],
     }
     assert durations == expected.get(name, [])
 
@@ -157,6 +163,22 @@ _FENCE_USE = re.compile(
 )
 _RING_KEYS = {"ring_issue": 1, "ring_mark": 2, "ring_unmark": 1, "ring_released": 2}
 """How many of a _ring.lua helper's first arguments are keys (the rest: a fencing token)."""
+
+
+def _keys_bound(code: str) -> set[str]:
+    """The locals a script binds from literal ``KEYS[n]`` (``local a, b = KEYS[1], KEYS[2]``),
+    each bound once and never assigned again."""
+    bound: set[str] = set()
+    for names, values in re.findall(
+        r"^local ([\w, ]+) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)$", code, re.M
+    ):
+        names_ = [n.strip() for n in names.split(",")]
+        assert len(names_) == len(values.split(",")), names
+        bound |= set(names_)
+    for local in bound:
+        assigned = re.findall(rf"(?:^|[^\w.]){local}(?:\s*,\s*\w+)*\s*=(?!=)", code, re.M)
+        assert len(assigned) == 1, (local, assigned)  # its binding only
+    return bound
 
 
 def test_fence_part_touches_only_the_keys_it_is_given() -> None:
@@ -196,15 +218,72 @@ def test_ring_part_touches_only_the_keys_it_is_given() -> None:
     ]
 
 
+_PART_KEYS = {
+    "latch_state": 1,
+    "latch_begin": 2,
+    "latch_write": 2,
+    "barrier_token": 0,
+    "barrier_bad_args": 0,
+    "barrier_time": 0,
+    "barrier_round": 1,
+    "barrier_leases": 1,
+    "barrier_settle": 2,
+    "barrier_close": 2,
+    "barrier_preflight": 2,
+    "barrier_begin": 2,
+    "barrier_member": 1,
+    "barrier_reply": 1,
+}
+"""How many of a family part's helper's first parameters are keys (the rest: values)."""
+_PART_USE = re.compile(rf"\b({'|'.join(_PART_KEYS)})\(([^()]*(?:\([^()]*\)[^()]*)*)\)")
+
+
+def _key_args(helper: str, args: str) -> list[str]:
+    """The key arguments of a call of a family part's helper (its leading ones)."""
+    return [a.strip() for a in args.split(",")][: _PART_KEYS[helper]]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_PARTS))
+def test_family_parts_touch_only_the_keys_they_are_given(family: str) -> None:
+    """_latch.lua's and _barrier.lua's helpers read no KEYS and run commands (and call each
+    other) on their key parameters only; the scripts pass them ``KEYS[n]`` (next test)."""
+    code = "\n".join(line.split("--", 1)[0] for line in FAMILY_PARTS[family].decode().splitlines())
+    assert "KEYS" not in code
+    assert "ARGV" not in code
+    functions = re.split(r"^local function ", code, flags=re.M)[1:]
+    assert [f.split("(", 1)[0] for f in functions] == [
+        h for h in _PART_KEYS if h.startswith(family + "_")
+    ]
+    for function in functions:
+        helper, rest = function.split("(", 1)
+        params = [p.strip() for p in rest.split(")", 1)[0].split(",")]
+        keys = set(params[: _PART_KEYS[helper]])
+        for command, first in _CALL.findall(function):
+            if command.upper() != "TIME":
+                assert first.strip() in keys, f"{helper}: {command} {first}"
+        for called, args in _PART_USE.findall(function.split("\n", 1)[1]):
+            assert set(_key_args(called, args)) <= keys, f"{helper}: {called}({args})"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
     would break Redis Cluster routing and could collide with another lock's keys)."""
     source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
     source = source.replace(RING_PART.decode(), "")
+    for part in FAMILY_PARTS.values():
+        source = source.replace(part.decode(), "")
     own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
     code = "\n".join(code_lines(own))
     key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"K\.f" if name == "hold" else r"KEYS\[\d+\]"
+    family = name.split("_", 1)[0]
+    if family in FAMILY_PARTS:
+        # Keys bound once to named locals from literal KEYS[n], then used by those names
+        # (also in the calls of the family part's helpers, whose key parameters they fill).
+        bound = _keys_bound(code)
+        key = "|".join([r"KEYS\[\d+\]", *map(re.escape, bound)])
+        for helper, args in _PART_USE.findall(code):
+            assert all(re.fullmatch(key, k) for k in _key_args(helper, args)), (helper, args)
     for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":
@@ -257,7 +336,7 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert "keep(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], " in code
             assert "for _, key in ipairs({leases, queue, info}) do" in code
             continue
-        assert re.fullmatch(r"KEYS\[\d+\]", first.strip()), f"{command} {first}"
+        assert re.fullmatch(key, first.strip()), f"{command} {first}"
     if name == "multi":
         for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
             assert re.fullmatch(r"[\d ]*[*+\- \w()\[\]#]*", index), index

@@ -323,7 +323,7 @@ KINDS: Final = (
     KindSpec(
         "CountDownLatch",
         stored=None,  # <prefix>{<name>}:latch, a hash: not a lock key
-        scripts=("latch",),
+        scripts=("latch_set", "latch_down", "latch_read"),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="CountDownLatch",
         holder=False,
@@ -332,7 +332,14 @@ KINDS: Final = (
     KindSpec(
         "Barrier",
         stored=None,  # <prefix>{<name>}:barrier and :members: not a lock key
-        scripts=("barrier",),
+        scripts=(
+            "barrier_enter",
+            "barrier_check",
+            "barrier_renew",
+            "barrier_leave",
+            "barrier_left",
+            "barrier_read",
+        ),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="Barrier",
         holder=False,  # each object is one party, a lease the watchdog renews, but no Holder

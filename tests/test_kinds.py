@@ -20,15 +20,17 @@ import redislock
 import redislock.compat
 from redislock import KindConflictError
 from redislock._core import kinds
+from redislock._core.barrier import BARRIER_SUFFIX
 from redislock._core.codec import HOLD_MODES
 from redislock._core.compat import CompatCore
 from redislock._core.inspection import _ROLES, Kind
 from redislock._core.kinds import KINDS, STORED, KindSpec
+from redislock._core.latch import LATCH_SUFFIX
 from redislock._core.options import LockOptions
 from redislock._core.scripts import SCRIPTS
 from redislock._handle import Handle, Holder, _label
-from redislock.cli import build_parsers, parse
-from redislock.cli.render import HOLD_KINDS, KIND_LABELS, LEASE_KINDS
+from redislock.cli import build_parsers, parse, render
+from redislock.cli.render import HOLD_KINDS, KIND_LABELS, LEASE_KINDS, OWN_KINDS
 from redislock.testing import faults, worker
 from redislock.testing.torture import HANDOFF_SCENARIOS, TortureConfig
 from tests import primitives, test_acl, test_scripts
@@ -43,6 +45,8 @@ NOT_KINDS = {
     "AsyncOnceTurn",  # what Once.run() yields
     "HoldInfo",
     "LockInfo",
+    "LatchInfo",
+    "BarrierInfo",
     "PermitsInfo",
     "WaiterInfo",
     "LeaderInfo",
@@ -257,7 +261,7 @@ def test_a_conflict_names_the_kinds_that_run_the_script(row: KindSpec) -> None:
         wanted = named(kinds.conflict_wanted(script))
         if row.clients == "one":
             assert {row.name, row.uses} & set(wanted), (script, wanted)
-    if row.primitive and row.stored is not None:
+    if row.primitive and kinds.stored(row.stored).at_lock_key:
         found = kinds.conflict_found(kinds.stored(row.stored).key_type)
         assert found is not None
         assert row.name in named(found.split(" ", 1)[1])  # after its article
@@ -327,8 +331,18 @@ def test_inspect_kinds_and_the_cli_words_are_the_stored_kinds() -> None:
         assert KIND_LABELS[s.code] == s.label
     assert set(HOLD_KINDS) == {s.code for s in STORED if s.shape == "holds"}
     assert set(LEASE_KINDS) == {s.code for s in STORED if s.shape == "lease"}
-    assert {row.stored for row in KINDS} - {None} <= set(codes)
+    assert {s.code: s.shape for s in STORED if not s.at_lock_key} == OWN_KINDS
+    # every stored kind is shown one way: a lease, holds, or a shape of its own with words
+    assert sorted([*HOLD_KINDS, *LEASE_KINDS, *OWN_KINDS]) == sorted(codes)
+    assert set(OWN_KINDS.values()) == set(render._OWN_TEXTS)
+    assert set(get_args(kinds.Shape)) == {s.shape for s in STORED}
+    assert {row.stored for row in KINDS} <= set(codes)
     assert set(codes) <= {row.stored for row in KINDS}  # every stored kind is some kind's
+    # a kind kept apart has its key at the lock key plus its suffix, as its core names it
+    assert kinds.stored("latch").key_suffix == LATCH_SUFFIX
+    assert kinds.stored("barrier").key_suffix == BARRIER_SUFFIX
+    for s in STORED:
+        assert not s.at_lock_key or kinds.conflict_found(s.key_type) is not None, s
 
 
 @pytest.mark.parametrize("kind", SINGLE, ids=lambda k: k.id)

@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from redislock._core.kinds import stored
 from redislock._core.lock import DONE_MS, Holding, LockCore, new_token
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_BARRIER_LEASE",
     "DEFAULT_BARRIER_RECHECK",
     "MAX_PARTIES",
+    "MEMBERS_SUFFIX",
     "BarrierCore",
     "BarrierState",
     "check_parties",
@@ -60,8 +62,11 @@ _SCRIPTS = {
     op: SCRIPTS[f"barrier_{op}"] for op in ("enter", "check", "renew", "leave", "left", "read")
 }
 
-BARRIER_SUFFIX: Final = ":barrier"
+BARRIER_SUFFIX: Final = stored("barrier").key_suffix  # ":barrier", from the kinds table
 """The barrier key is the name's lock key plus this (``P{N}:barrier``: the name's slot)."""
+
+MEMBERS_SUFFIX: Final = ":members"
+"""The members key is the barrier key plus this (``P{N}:barrier:members``)."""
 
 BARRIER_TAG: Final = "B"
 """What every message on a barrier's channel starts with (``B|open|<gen>``,
@@ -129,7 +134,7 @@ class BarrierCore(LockCore):
 
     def __post_init__(self) -> None:
         self.bkey = self.keys.lock + BARRIER_SUFFIX
-        self.members = self.bkey + ":members"
+        self.members = self.bkey + MEMBERS_SUFFIX
         self.bdone = self.bkey + ":done"
 
     def _op(self, op: str, token: str = "", *, ms: int = 0, gen: int = 0) -> Eval:

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.kinds import stored
 from redislock._core.lock import DONE_MS, new_op_id
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str
 from redislock._core.scripts import SCRIPTS
@@ -48,7 +49,7 @@ __all__ = [
 
 _SET, _DOWN, _READ = SCRIPTS["latch_set"], SCRIPTS["latch_down"], SCRIPTS["latch_read"]
 
-LATCH_SUFFIX: Final = ":latch"
+LATCH_SUFFIX: Final = stored("latch").key_suffix  # ":latch", from the kinds table
 """The latch key is the name's lock key plus this (``P{N}:latch``: the name's hash slot)."""
 
 DEFAULT_LATCH_TTL: Final = 86_400.0

@@ -30,8 +30,9 @@ end
 -- A set's or a count-down's start: checks its arguments (op: "set" or "down", for the
 -- error; ok: the op's own arguments are fine), then (Redis 7) every command the call may
 -- run, the common ones and the pairs of more {key, COMMAND, ...}; reads the server time,
--- forgets the op ids older than keep ms and reads the latch. Returns {now, seen (the op id
--- ran already), count, gen, since}, or nil and an error reply; nothing is written.
+-- forgets the op ids older than keep ms and reads the latch. Returns now, seen (the op id
+-- ran already: its score, else false), count, gen, since; or nil and an error reply;
+-- nothing is written.
 local function latch_begin(latch, done, op, ok, id, ttl, keep, more)
   local positive = '^[1-9]%d*$'
   if not ok or not string.match(id or '', '^%x+$') or not string.match(ttl or '', positive)
@@ -54,7 +55,7 @@ local function latch_begin(latch, done, op, ok, id, ttl, keep, more)
   if bad(seen) then return nil, failed('ZSCORE', seen) end
   local count, gen, since = latch_state(latch)
   if not count then return nil, gen end
-  return {now = now, seen = seen, count = count, gen = gen, since = since}
+  return now, seen, count, gen, since
 end
 
 -- A set's or a count-down's write: write() (returns nil, or an error reply), with the latch

@@ -22,14 +22,13 @@
 
 local latch, done = KEYS[1], KEYS[2]
 local id, ttl, keep = ARGV[1], ARGV[2], ARGV[3]
-local s, err = latch_begin(latch, done, 'down', true, id, ttl, keep,
+local now, seen, count, gen = latch_begin(latch, done, 'down', true, id, ttl, keep,
   {latch, 'HINCRBY', latch, 'PUBLISH'})
-if not s then return err end
-if s.seen then return {'ok', s.count, s.gen} end
-if s.count == 0 then return {'none', 0, s.gen} end
+if not now then return seen end
+if seen then return {'ok', count, gen} end
+if count == 0 then return {'none', 0, gen} end
 
-local count = 0
-local e = latch_write(latch, done, id, s.now, ttl, keep, function()
+local e = latch_write(latch, done, id, now, ttl, keep, function()
   local c = redis.pcall('HINCRBY', latch, 'count', -1)
   if bad(c) then return failed('HINCRBY', c) end
   count = c
@@ -39,6 +38,6 @@ if e then return e end
 if count == 0 then
   -- Refused only on Redis 6.2 (7 checked it first): the count is down all the same, and
   -- the waiters find it by their re-checks.
-  redis.pcall('PUBLISH', latch, 'Z|' .. s.gen)
+  redis.pcall('PUBLISH', latch, 'Z|' .. gen)
 end
-return {'ok', count, s.gen}
+return {'ok', count, gen}

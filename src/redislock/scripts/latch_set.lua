@@ -25,17 +25,16 @@
 local latch, done, fence = KEYS[1], KEYS[2], KEYS[3]
 local id, n, ttl, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ok = string.match(n or '', '^[1-9]%d*$') ~= nil
-local s, err = latch_begin(latch, done, 'set', ok, id, ttl, keep, {fence, 'INCR', latch, 'HSET'})
-if not s then return err end
-if s.seen then return {'ok', s.count, s.gen} end
-if s.count > 0 then return {'busy', s.count, s.gen} end
+local now, seen, count, gen, since = latch_begin(latch, done, 'set', ok, id, ttl, keep,
+  {fence, 'INCR', latch, 'HSET'})
+if not now then return seen end
+if seen then return {'ok', count, gen} end
+if count > 0 then return {'busy', count, gen} end
 
-local gen = 0
-local e = latch_write(latch, done, id, s.now, ttl, keep, function()
+local e = latch_write(latch, done, id, now, ttl, keep, function()
   local g, cmd = next_fence(fence)
   if cmd then return failed(cmd, g) end
-  -- no latch before: nothing is known of earlier generations
-  local since = s.gen == 0 and g or s.since
+  if gen == 0 then since = g end  -- no latch before: nothing is known of earlier generations
   local r = redis.pcall('HSET', latch, 'count', n, 'gen', g, 'since', since)
   if bad(r) then return failed('HSET', r) end
   gen = g

@@ -12,6 +12,12 @@ flavour a thread of its own (every call on it runs there, so a reentrant lock se
 thread), for asyncio the task the actor's coroutine runs in. A :class:`Subject` is one lock
 object used by one actor, with the same calls whatever the kind (a ``Semaphore`` of one
 permit acquires by taking its permit).
+
+The primitives without the common lock API (a ``CountDownLatch``, a ``Barrier``: the kinds
+table's rows that are no ``lock_api`` and no use of another kind) are :data:`OTHERS`, rows
+with ``lock_api=False``: they get the generic tests that are about any primitive (bad input
+before I/O, a TTL on every key, no secret in ``repr``), through :meth:`Subject.take` and
+:meth:`Subject.give` (their own first and last step), not the lock API's.
 """
 
 from __future__ import annotations
@@ -68,6 +74,16 @@ class Kind:
     """Over the Redlock masters instead of the single server."""
     permit: bool = False
     """Acquired by taking a permit (``Semaphore``)."""
+    lock_api: bool = True
+    """Its holds follow the common lock API (False: one of :data:`OTHERS`)."""
+    duration: str = "ttl"
+    """Its keyword in seconds (a latch's ``ttl``, a barrier's party ``lease``)."""
+    take: str = "acquire"
+    """Its method that starts a use (a latch's ``try_set_count``, a barrier's ``enter``)."""
+    give: str = "release"
+    """Its method that ends it (a latch's ``count_down``, a barrier's ``leave``)."""
+    secret: bool = True
+    """It holds an owner token while in use, which nothing may show (a latch holds none)."""
 
     @property
     def asyncio(self) -> bool:
@@ -78,9 +94,24 @@ class Kind:
         return [name, f"{name}:b"] if self.fences == "per_name" else [name]
 
 
-REQUIRED: dict[str, dict[str, Any]] = {"Semaphore": {"permits": 1}}
+REQUIRED: dict[str, dict[str, Any]] = {
+    "Semaphore": {"permits": 1},
+    "CountDownLatch": {"count": 1},
+    "Barrier": {"parties": 1},
+}
 """The arguments a kind needs besides its client(s) and name(s), for a generic row (a
-``Semaphore`` of one permit acquires as a lock does)."""
+``Semaphore`` of one permit acquires as a lock does; a latch of count 1 is done by one
+count-down; a barrier of one party opens as it enters)."""
+
+USES: dict[str, dict[str, Any]] = {
+    "CountDownLatch": {
+        "take": "try_set_count",
+        "give": "count_down",
+        "secret": False,  # its op ids are new per call, and nothing is held
+    },
+    "Barrier": {"take": "enter", "give": "leave", "duration": "lease"},
+}
+"""How each of :data:`OTHERS` is used: its first and last step, its keyword in seconds."""
 
 
 def _maker(row: kinds.KindSpec, flavour: str, part: kinds.Part | None) -> Build:
@@ -134,6 +165,16 @@ KINDS: list[Kind] = [kind for row in kinds.KINDS if row.lock_api for kind in _ro
 """Every primitive whose holds follow the common lock API (the kinds table's ``lock_api``
 rows, redislock._core.kinds), in both flavours: a new kind's row there gives it these."""
 
+OTHERS: list[Kind] = [
+    Kind(row.name, flavour, _maker(row, flavour, None), exclusive=False, lock_api=False, **use)
+    for row in kinds.KINDS
+    if not row.lock_api and row.primitive
+    for use in [USES[row.name]]
+    for flavour in ("sync", "asyncio")
+]
+"""Every primitive without the common lock API (the kinds table's rows that are neither
+``lock_api`` nor a use of another kind), in both flavours; :data:`USES` says how."""
+
 
 def held_in_redis(kind: Kind, admins: list[redis.Redis], name: str) -> bool:
     """Whether a majority of ``admins``' servers show a hold of the kind's names built on
@@ -145,14 +186,14 @@ def held_in_redis(kind: Kind, admins: list[redis.Redis], name: str) -> bool:
     return votes > len(admins) // 2
 
 
-def rows(**wanted: Any) -> list[Any]:
+def rows(*, every: bool = False, **wanted: Any) -> list[Any]:
     """pytest params of the rows whose capabilities equal ``wanted`` (ids
-    ``<Kind>-<flavour>``)."""
+    ``<Kind>-<flavour>``): of :data:`KINDS`, and with ``every`` of :data:`OTHERS` too."""
     import pytest
 
     return [
         pytest.param(k, id=f"{k.id}-{k.flavour}")
-        for k in KINDS
+        for k in (KINDS + OTHERS if every else KINDS)
         if all(getattr(k, cap) == value for cap, value in wanted.items())
     ]
 
@@ -201,6 +242,28 @@ class Subject:
 
     async def release(self) -> None:
         await self.actor.call(self.holder.release)
+
+    async def take(self) -> bool:
+        """A use's first step: :meth:`acquire`, or the kind's own (``Kind.take``)."""
+        if self.kind.lock_api:
+            return await self.acquire()
+        return bool(await self.actor.call(getattr(self.obj, self.kind.take)))
+
+    async def give(self) -> None:
+        """A use's last step: :meth:`release`, or the kind's own (``Kind.give``)."""
+        if self.kind.lock_api:
+            await self.release()
+            return
+        await self.actor.call(getattr(self.obj, self.kind.give))
+
+    async def token(self) -> str | None:
+        """The owner token the object holds now (None: it holds none): a holder's
+        ``token`` (read as this actor); a barrier party's is its lease core's."""
+        if self.kind.lock_api:
+            token: str | None = await self.view("token")
+            return token
+        holding = getattr(self.obj._core, "holding", None)  # a Barrier's LockCore
+        return None if holding is None else str(holding.token)
 
     async def enter(self) -> None:
         """What ``with`` / ``async with`` does on entry."""

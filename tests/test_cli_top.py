@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``redislock top``: the live view and its ``--once --json`` snapshot, on a real server and
-on a real Cluster, with every kind held and waited for."""
+on a real Cluster, with every kind held and waited for, and a CountDownLatch and a Barrier's
+round in use."""
 
 from __future__ import annotations
 
@@ -20,7 +21,16 @@ import pytest
 import redis
 import redis.cluster
 
-from redislock import FairLock, Lock, ReadWriteLock, RLock, Semaphore, inspect
+from redislock import (
+    Barrier,
+    CountDownLatch,
+    FairLock,
+    Lock,
+    ReadWriteLock,
+    RLock,
+    Semaphore,
+    inspect,
+)
 from redislock.cli import EXIT_USAGE
 from redislock.cli.top import scan_names, snapshot
 from redislock.server import RedisProcess
@@ -173,6 +183,51 @@ def test_a_released_lock_leaves_the_view(redis_server: RedisProcess, admin: redi
     assert [lk["name"] for lk in snap_of(redis_server.url)["locks"]] == ["short"]
     lock.release()
     assert snap_of(redis_server.url)["locks"] == []
+
+
+def test_a_counting_latch_and_a_barrier_round_are_shown(
+    redis_server: RedisProcess, admin: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A latch while it counts and a round while a party is in: their kind, their state, the
+    latch's TTL and the round's next lease end as the lease; a finished latch is left out."""
+    gate = CountDownLatch(admin, "sync:gate", 2, ttl=30)
+    assert gate.try_set_count()
+    finished = CountDownLatch(admin, "sync:done", 1)
+    assert finished.try_set_count()
+    assert finished.count_down() == 0
+    party = Barrier(admin, "sync:meet", 1, lease=30)
+    assert party.enter(5)
+    try:
+        snap = snap_of(redis_server.url)
+        by_name = {lock["name"]: lock for lock in snap["locks"]}
+        assert sorted(by_name) == ["sync:gate", "sync:meet"]
+        latch, meet = by_name["sync:gate"], by_name["sync:meet"]
+        assert (latch["kind"], latch["latch"]["count"]) == ("latch", 2)
+        assert latch["latch"]["generation"] == gate.generation()
+        assert 0 < latch["ttl"] <= 30
+        assert (meet["kind"], meet["barrier"]["state"], meet["barrier"]["entered"]) == (
+            "barrier",
+            "open",
+            1,
+        )
+        assert 0 < meet["barrier"]["next_lease_end"] <= 30
+        for lock in (latch, meet):
+            assert (lock["holders"], lock["waiter_count"]) == ([], None)
+        monkeypatch.setenv("COLUMNS", "200")  # one line a row
+        done = top(redis_server.url, "--once")
+        assert done.returncode == 0, done.stderr
+        rows = {line.split()[0]: line for line in done.stdout.splitlines() if "sync:" in line}
+        assert re.search(
+            r"count-down latch\s+counting down, 2 left \(generation \d+\)\s+-\s+\d+\.\d",
+            rows["sync:gate"],
+        ), done.stdout
+        assert re.search(
+            r"barrier\s+round \d+ open, 1 of 1 party in\s+-\s+\d+\.\d", rows["sync:meet"]
+        ), done.stdout
+    finally:
+        party.leave(5)
+    # the round closed as its last party left: only the counting latch is left
+    assert [lk["name"] for lk in snap_of(redis_server.url)["locks"]] == ["sync:gate"]
 
 
 def test_bad_options_are_usage_errors(redis_server: RedisProcess) -> None:

@@ -1,8 +1,18 @@
 # SPDX-License-Identifier: MIT
 """Behaviour every primitive shares, run over every row of ``tests/primitives.py`` (each
 kind in both flavours) on real servers: acquire and release, exclusion, timeouts, wake-ups,
-fencing, lease expiry, the watchdog, loss detection, bad input before I/O, no secret in
-``repr``. A new primitive gets these tests by one row in ``KINDS``.
+fencing, lease expiry, the watchdog, loss detection, bad input before I/O, a TTL on every
+key, no secret in ``repr``. A new primitive gets these tests by one row in ``KINDS``.
+
+The primitives without the lock API (``primitives.OTHERS``: CountDownLatch, Barrier) get
+the tests marked ``rows(every=True)``: bad input before I/O, a TTL on every key, no secret
+in ``repr`` (a Barrier's party token; a latch holds none). The others are about the lock
+API and do not apply: a latch is not held by anybody (nothing to acquire, release twice,
+exclude, wake, fence, lose or renew), and a barrier's party waits for the other parties,
+not for a release; its own tests (tests/test_barrier.py) cover what a party shares with a
+lock: its generation as fencing token, a lost membership, the watchdog, cancellation. No
+generic fork test exists (tests/test_processes.py forks a Lock; test_latch.py and
+test_barrier.py run real processes).
 """
 
 from __future__ import annotations
@@ -356,7 +366,7 @@ async def test_a_cancelled_acquire_returns_at_once_and_leaves_nothing(
 # ---------------------------------------------------------------------------- input
 
 
-@pytest.mark.parametrize("kind", rows())
+@pytest.mark.parametrize("kind", rows(every=True))
 def test_bad_input_raises_before_any_io(kind: Kind, short_tmp: Path) -> None:
     """Clients on a socket nobody listens on: a connection would fail, so a
     LockConfigError proves the check ran first."""
@@ -364,8 +374,8 @@ def test_bad_input_raises_before_any_io(kind: Kind, short_tmp: Path) -> None:
     masters = [clients.sync_client(unix_socket_path=p) for p in paths]  # 3 distinct endpoints
     amasters = [clients.async_client(unix_socket_path=p) for p in paths]
     own = Env(masters[0], amasters[0], masters, amasters, [])
-    with pytest.raises(LockConfigError, match="ttl"):
-        kind.build(own, NAME, {"ttl": -1})
+    with pytest.raises(LockConfigError, match=kind.duration):
+        kind.build(own, NAME, {kind.duration: -1})
     with pytest.raises(LockConfigError, match="name"):
         kind.build(own, "", {})
     wrong = Env(amasters[0], masters[0], amasters, masters, [])  # the other flavour's clients
@@ -373,16 +383,46 @@ def test_bad_input_raises_before_any_io(kind: Kind, short_tmp: Path) -> None:
         kind.build(wrong, NAME, {})
 
 
-@pytest.mark.parametrize("kind", rows())
+@pytest.mark.parametrize("kind", rows(every=True, secret=True))
 async def test_repr_never_shows_the_token(env: dict[str, Env], kind: Kind) -> None:
     e = env_of(env, kind)
     with actors(kind, 1) as (actor,):
-        s = subject(kind, e, actor, ttl=10)
-        assert await s.acquire()
-        token = await s.view("token")
+        s = subject(kind, e, actor, **{kind.duration: 10})
+        assert await s.take()
+        token = await s.token()
         assert token
-        for obj in (s.obj, s.holder):
+        for obj in (s.obj, s.holder) if kind.lock_api else (s.obj,):
             assert token not in repr(obj)
             assert token not in str(obj)
-        assert token not in repr(s.holder.statistics())
-        await s.release()
+        if kind.lock_api:
+            assert token not in repr(s.holder.statistics())
+        await s.give()
+
+
+KEPT = (":slotfence", ":slotrel", ":permits")
+"""The keys meant to stay: the slots' fencing counters and release rings, a Semaphore's
+run-time permit count (which its user sets)."""
+
+
+def keys_without_ttl(e: Env) -> list[str]:
+    """The keys on the kind's servers that would never expire, those of ``KEPT`` excepted."""
+    return [
+        k
+        for admin in e.admins
+        for k in admin.scan_iter(count=1000)
+        if admin.pttl(k) == -1 and not str(k).endswith(KEPT)
+    ]
+
+
+@pytest.mark.parametrize("kind", rows(every=True))
+async def test_every_key_has_a_ttl_in_use_and_after(env: dict[str, Env], kind: Kind) -> None:
+    """While it is in use (held, counting, entered) and after its last step, every key the
+    kind wrote expires: a crashed process leaves nothing for ever."""
+    e = env_of(env, kind)
+    with actors(kind, 1) as (actor,):
+        s = subject(kind, e, actor, **{kind.duration: 10})
+        assert await s.take()
+        assert any(admin.dbsize() for admin in e.admins)  # it wrote something
+        assert keys_without_ttl(e) == []
+        await s.give()
+        assert keys_without_ttl(e) == []

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 """``redislock.inspection.inspect`` and ``ainspect``: every kind, both ``decode_responses``
 settings (the ``r`` / ``ar`` fixtures), sync and asyncio, Redis Cluster clients, bad input
-refused before any I/O, and no owner token anywhere in the result."""
+refused before any I/O, and no owner token anywhere in the result; a CountDownLatch's count
+and a Barrier's round also through ``redislock inspect`` and ``redislock list``."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import socket
 import threading
@@ -25,14 +27,20 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from redislock import (
+    AsyncBarrier,
+    AsyncCountDownLatch,
     AsyncFairLock,
     AsyncLock,
     AsyncMultiLock,
     AsyncReadWriteLock,
     AsyncRLock,
     AsyncSemaphore,
+    Barrier,
+    BarrierInfo,
+    CountDownLatch,
     Election,
     FairLock,
+    LatchInfo,
     LeaderInfo,
     Lock,
     LockConfigError,
@@ -44,6 +52,8 @@ from redislock import (
 from redislock._core.codec import encode_hold_value, encode_lock_value, permit_id, token_tag
 from redislock._core.inspection import decode_reply
 from redislock._core.ops import as_str
+from redislock.cli.inspecting import inspect_command
+from redislock.cli.listing import list_command
 from redislock.inspection import HoldInfo, LockInfo, PermitsInfo, WaiterInfo, ainspect, inspect
 
 HOST = socket.gethostname()
@@ -497,12 +507,16 @@ async def test_a_client_of_the_wrong_flavour_is_refused(
         await aclient.aclose()
 
 
+APART: list[Any] = [[], -2, [], -2, 0, -1]
+"""inspect.lua's last six values for a name without a latch or a barrier round."""
+
+
 def test_decode_reply_reads_resp3_false_as_nil() -> None:
     """Over RESP3 a script's ``false`` may arrive as False rather than None."""
     token = "a" * 32
     value = encode_lock_value(token, "h|1|1700000000000", 3)
     reply = ["string", value, [], 5000, False, 0, 0, False, [], [], 1_700_000_000_000]
-    info = decode_reply("n", key("n"), [*reply, False])
+    info = decode_reply("n", key("n"), [*reply, False, *APART])
     assert (info.kind, info.fencing_counter, info.permits, info.ttl) == ("lock", 0, None, 5.0)
     assert (holder_of(info).token_tag, holder_of(info).fencing_token) == (token_tag(token), 3)
     assert info.leader is None
@@ -511,12 +525,12 @@ def test_decode_reply_reads_resp3_false_as_nil() -> None:
 def test_decode_reply_trusts_a_leader_key_of_the_holders_term_only() -> None:
     value = encode_lock_value("a" * 32, "h|1|1700000000000", 7)
     reply = ["string", value, [], 5000, "7", 0, 0, None, [], [], 1_700_000_000_000]
-    info = decode_reply("n", key("n"), [*reply, "7|node-a|10.0.0.7:8080"])
+    info = decode_reply("n", key("n"), [*reply, "7|node-a|10.0.0.7:8080", *APART])
     assert info.leader == LeaderInfo("node-a", 7, "10.0.0.7:8080")
     for stale in ("6|node-a|x", "7||x", "garbage"):  # an earlier term's key, or not ours
-        assert decode_reply("n", key("n"), [*reply, stale]).leader is None
+        assert decode_reply("n", key("n"), [*reply, stale, *APART]).leader is None
     free: list[Any] = ["none", None, [], -2, "7", 0, 0, None, [], [], 1_700_000_000_000]
-    assert decode_reply("n", key("n"), [*free, "7|node-a|x"]).leader is None  # nobody holds
+    assert decode_reply("n", key("n"), [*free, "7|node-a|x", *APART]).leader is None  # nobody holds
 
 
 # ------------------------------------------------------------------ asyncio
@@ -645,3 +659,203 @@ async def test_asyncio_cluster_client(arc: redis.asyncio.cluster.RedisCluster) -
         assert (info.kind, [h.role for h in info.holders]) == ("rwlock", ["reader"])
     finally:
         await rw.read().release()
+
+
+# ------------------------------------------------------------------ CountDownLatch, Barrier
+
+
+def party_token(party: Any) -> str:
+    """A Barrier party's owner token (its lease core's), to look for in the results."""
+    token: str = party._core.holding.token
+    return token
+
+
+def test_a_count_down_latch(r: redis.Redis) -> None:
+    latch = CountDownLatch(r, "gate", 2, ttl=TTL)
+    assert inspect(r, "gate").kind == "none"
+    assert latch.try_set_count()
+    gen = latch.generation()
+    info = inspect(r, "gate")
+    assert (info.kind, info.held, info.key, info.key_type) == (
+        "latch",
+        True,
+        key("gate") + ":latch",
+        "hash",
+    )
+    assert info.latch is not None
+    assert (info.latch.count, info.latch.generation) == (2, gen)
+    assert_lease(info.latch.ttl)
+    assert info.ttl == info.latch.ttl
+    assert info.fencing_counter >= gen
+    assert (info.holders, info.queue, info.waiting, info.barrier) == ((), (), False, None)
+    assert latch.count_down() == 1
+    one = inspect(r, "gate")
+    assert one.latch == LatchInfo(1, gen, one.ttl)
+    assert latch.count_down() == 0
+    done = inspect(r, "gate")
+    assert (done.kind, done.held) == ("latch", False)  # reached zero: nothing counts
+    assert done.latch is not None
+    assert (done.latch.count, done.latch.generation) == (0, gen)
+
+
+def test_a_barrier_round(r: redis.Redis) -> None:
+    a, b = Barrier(r, "meet", 2, lease=TTL), Barrier(r, "meet", 2, lease=TTL)
+    assert inspect(r, "meet").kind == "none"
+    entering = threading.Thread(target=a.enter, args=(10,))
+    entering.start()
+    try:
+        wait_for(lambda: inspect(r, "meet").kind == "barrier")
+        info = inspect(r, "meet")
+        assert (info.held, info.key, info.key_type) == (True, key("meet") + ":barrier", "hash")
+        assert info.barrier is not None
+        assert (info.barrier.state, info.barrier.parties, info.barrier.entered) == ("enter", 2, 1)
+        assert_lease(info.barrier.next_lease_end)
+        assert_lease(info.ttl)  # the keys expire with the latest member lease
+        assert (info.holders, info.latch) == ((), None)
+        assert b.enter(10)
+    finally:
+        entering.join(10)
+    info = inspect(r, "meet")
+    assert info.barrier is not None
+    ends = info.barrier.next_lease_end
+    assert info.barrier == BarrierInfo(a.generation or 0, "open", 2, 2, ends)
+    assert a.generation == b.generation
+    assert_lease(ends)
+    assert_no_secret(info, party_token(a), party_token(b))
+    leaving = threading.Thread(target=a.leave, args=(10,))
+    leaving.start()
+    try:
+        assert b.leave(10)
+    finally:
+        leaving.join(10)
+    assert inspect(r, "meet").kind == "none"  # the round closed: its keys are gone
+
+
+def test_a_name_that_is_a_lock_and_a_latch_shows_both(r: redis.Redis) -> None:
+    lock = Lock(r, "both", ttl=TTL)
+    latch = CountDownLatch(r, "both", 3)
+    assert lock.acquire(timeout=5)
+    assert latch.try_set_count()
+    try:
+        info = inspect(r, "both")
+        assert (info.kind, info.key) == ("lock", key("both"))  # the lock key's kind first
+        assert holder_of(info).fencing_token == lock.fencing_token
+        assert info.latch is not None
+        assert info.latch.count == 3
+    finally:
+        lock.release()
+
+
+def test_decode_reply_ignores_latch_and_round_fields_it_did_not_write() -> None:
+    base: list[Any] = ["none", None, [], -2, None, 0, 0, None, [], [], 1000, None]
+    foreign = decode_reply(
+        "x",
+        "k",
+        [*base, ["count", "many"], 5000, ["gen", "1", "state", "odd", "parties", "2"], 5000, 1, 10],
+    )
+    assert (foreign.kind, foreign.latch, foreign.barrier) == ("none", None, None)
+    fine = decode_reply(
+        "x",
+        "k",
+        [*base, [b"count", b"0", b"gen", b"4", b"since", b"4"], -1, [], -2, 0, -1],
+    )
+    assert fine.latch == LatchInfo(0, 4, None)  # a key without a TTL
+    assert (fine.kind, fine.held, fine.ttl) == ("latch", False, None)
+
+
+def test_the_cli_inspects_and_lists_a_latch_and_a_barrier(
+    admin: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    latch = CountDownLatch(admin, "cli:gate", 3, ttl=TTL)
+    assert latch.try_set_count()
+    party = Barrier(admin, "cli:meet", 1, lease=TTL)
+    assert party.enter(5)  # one party: the round opens as it enters
+    try:
+        capsys.readouterr()
+        assert inspect_command(admin, "cli:gate", "redislock:", as_json_output=True) == 0
+        gate = json.loads(capsys.readouterr().out)
+        assert (gate["kind"], gate["held"], gate["key"]) == (
+            "latch",
+            True,
+            key("cli:gate") + ":latch",
+        )
+        assert gate["latch"]["count"] == 3
+        assert gate["latch"]["generation"] == latch.generation()
+        assert_lease(gate["latch"]["ttl"])
+        assert "holder" not in gate
+        assert inspect_command(admin, "cli:gate", "redislock:", as_json_output=False) == 0
+        text = capsys.readouterr().out
+        assert text.startswith(
+            f"count-down latch 'cli:gate' ({key('cli:gate')}:latch): counting down, 3 left "
+            f"(generation {latch.generation()})"
+        ), text
+        assert "  ttl: " in text
+        assert "fencing counter: " in text
+        assert "waiters" not in text
+
+        assert inspect_command(admin, "cli:meet", "redislock:", as_json_output=True) == 0
+        meet = json.loads(capsys.readouterr().out)
+        assert meet["kind"] == "barrier"
+        round_ = meet["barrier"]
+        assert (round_["state"], round_["parties"], round_["entered"]) == ("open", 1, 1)
+        assert round_["generation"] == party.generation
+        assert_lease(round_["next_lease_end"])
+        assert party_token(party) not in json.dumps(meet)
+        assert inspect_command(admin, "cli:meet", "redislock:", as_json_output=False) == 0
+        text = capsys.readouterr().out
+        assert text.startswith(
+            f"barrier 'cli:meet' ({key('cli:meet')}:barrier): round {party.generation} open, "
+            "1 of 1 party in"
+        ), text
+        assert "  parties: 1, entered: 1" in text
+        assert "  next lease end: in " in text
+
+        assert list_command(admin, "cli:", "redislock:", as_json_output=True) == 0
+        listed = {i["name"]: i["kind"] for i in json.loads(capsys.readouterr().out)}
+        assert listed == {"cli:gate": "latch", "cli:meet": "barrier"}
+        assert list_command(admin, "cli:", "redislock:", as_json_output=False) == 0
+        lines = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
+        assert "count-down latch: counting down, 3 left" in lines["cli:gate"]
+        assert "barrier: round " in lines["cli:meet"]
+    finally:
+        party.leave(5)
+    for _ in range(3):
+        latch.count_down()
+    assert list_command(admin, "cli:", "redislock:", as_json_output=True) == 0
+    assert json.loads(capsys.readouterr().out) == []  # done latch, closed round: not held
+
+
+def test_the_cli_shows_a_latch_beside_a_lock_of_the_same_name(
+    admin: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = Lock(admin, "cli:both", ttl=TTL)
+    assert lock.acquire(timeout=5)
+    assert CountDownLatch(admin, "cli:both", 2).try_set_count()
+    try:
+        capsys.readouterr()
+        assert inspect_command(admin, "cli:both", "redislock:", as_json_output=False) == 0
+        text = capsys.readouterr().out
+        assert text.startswith(f"lock 'cli:both' ({key('cli:both')}): held by ")
+        assert "  also a count-down latch: counting down, 2 left" in text
+        assert "waiters: none seen" in text  # the lock's lines, as before
+    finally:
+        lock.release()
+
+
+async def test_asyncio_a_latch_and_a_barrier(ar: redis.asyncio.Redis) -> None:
+    latch = AsyncCountDownLatch(ar, "agate", 1)
+    assert await latch.try_set_count()
+    info = await ainspect(ar, "agate")
+    assert (info.kind, info.held) == ("latch", True)
+    assert info.latch is not None
+    assert info.latch.count == 1
+    party = AsyncBarrier(ar, "ameet", 1, lease=TTL)
+    assert await party.enter(5)
+    try:
+        info = await ainspect(ar, "ameet")
+        assert info.barrier is not None
+        assert (info.kind, info.barrier.state, info.barrier.entered) == ("barrier", "open", 1)
+        assert_no_secret(info, party_token(party))
+    finally:
+        assert await party.leave(5)
+    assert (await ainspect(ar, "ameet")).kind == "none"

@@ -7,6 +7,7 @@ error, inspect and the CLI's words, and the generic test table."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib
 import inspect as pyinspect
 from pathlib import Path
@@ -20,15 +21,19 @@ import redislock
 import redislock.compat
 from redislock import KindConflictError
 from redislock._core import kinds
+from redislock._core.barrier import BARRIER_SUFFIX
 from redislock._core.codec import HOLD_MODES
 from redislock._core.compat import CompatCore
 from redislock._core.inspection import _ROLES, Kind
+from redislock._core.keys import DEFAULT_PREFIX, LockKeys
 from redislock._core.kinds import KINDS, STORED, KindSpec
+from redislock._core.latch import LATCH_SUFFIX
 from redislock._core.options import LockOptions
 from redislock._core.scripts import SCRIPTS
 from redislock._handle import Handle, Holder, _label
-from redislock.cli import build_parsers, parse
-from redislock.cli.render import HOLD_KINDS, KIND_LABELS, LEASE_KINDS
+from redislock.cli import build_parsers, parse, render
+from redislock.cli.render import HOLD_KINDS, KIND_LABELS, LEASE_KINDS, OWN_KINDS
+from redislock.cli.top import scan_names
 from redislock.testing import faults, worker
 from redislock.testing.torture import HANDOFF_SCENARIOS, TortureConfig
 from tests import primitives, test_acl, test_scripts
@@ -43,6 +48,8 @@ NOT_KINDS = {
     "AsyncOnceTurn",  # what Once.run() yields
     "HoldInfo",
     "LockInfo",
+    "LatchInfo",
+    "BarrierInfo",
     "PermitsInfo",
     "WaiterInfo",
     "LeaderInfo",
@@ -257,7 +264,7 @@ def test_a_conflict_names_the_kinds_that_run_the_script(row: KindSpec) -> None:
         wanted = named(kinds.conflict_wanted(script))
         if row.clients == "one":
             assert {row.name, row.uses} & set(wanted), (script, wanted)
-    if row.primitive and row.stored is not None:
+    if row.primitive and kinds.stored(row.stored).at_lock_key:
         found = kinds.conflict_found(kinds.stored(row.stored).key_type)
         assert found is not None
         assert row.name in named(found.split(" ", 1)[1])  # after its article
@@ -327,8 +334,18 @@ def test_inspect_kinds_and_the_cli_words_are_the_stored_kinds() -> None:
         assert KIND_LABELS[s.code] == s.label
     assert set(HOLD_KINDS) == {s.code for s in STORED if s.shape == "holds"}
     assert set(LEASE_KINDS) == {s.code for s in STORED if s.shape == "lease"}
-    assert {row.stored for row in KINDS} - {None} <= set(codes)
+    assert {s.code: s.shape for s in STORED if not s.at_lock_key} == OWN_KINDS
+    # every stored kind is shown one way: a lease, holds, or a shape of its own with words
+    assert sorted([*HOLD_KINDS, *LEASE_KINDS, *OWN_KINDS]) == sorted(codes)
+    assert set(OWN_KINDS.values()) == set(render._OWN_TEXTS)
+    assert set(get_args(kinds.Shape)) == {s.shape for s in STORED}
+    assert {row.stored for row in KINDS} <= set(codes)
     assert set(codes) <= {row.stored for row in KINDS}  # every stored kind is some kind's
+    # a kind kept apart has its key at the lock key plus its suffix, as its core names it
+    assert kinds.stored("latch").key_suffix == LATCH_SUFFIX
+    assert kinds.stored("barrier").key_suffix == BARRIER_SUFFIX
+    for s in STORED:
+        assert not s.at_lock_key or kinds.conflict_found(s.key_type) is not None, s
 
 
 @pytest.mark.parametrize("kind", SINGLE, ids=lambda k: k.id)
@@ -351,6 +368,35 @@ def test_inspect_tells_a_held_name_by_its_rows_shape(
         client.close()
 
 
+OTHERS_SYNC = [k for k in primitives.OTHERS if k.flavour == "sync"]
+
+
+@pytest.mark.parametrize("kind", OTHERS_SYNC, ids=lambda k: k.id)
+def test_inspect_tells_a_name_kept_apart_by_its_row(
+    kind: primitives.Kind, redis_server: Any, admin: redis.Redis
+) -> None:
+    """A row whose state is not at the lock key (a latch, a barrier's round): in use, its
+    name is its row's stored kind, held, at its own key, and listed by the CLI's scan."""
+    row = row_of(kind)
+    spec = kinds.stored(row.stored)
+    assert not spec.at_lock_key
+    client = redis.Redis(**redis_server.client_kwargs())
+    env = primitives.Env(client, None, [], [], [admin])
+    actor = primitives.Actor(kind)
+    try:
+        subject = primitives.Subject(kind, kind.build(env, "apart", {}), actor)
+        assert asyncio.run(subject.take())
+        info = redislock.inspect(admin, "apart")
+        assert (info.kind, info.held, info.key_type) == (row.stored, True, spec.key_type)
+        assert info.key == LockKeys.for_name("apart").lock + spec.key_suffix
+        assert getattr(info, row.stored) is not None  # its own object: info.latch, ...
+        assert "apart" in scan_names(admin, DEFAULT_PREFIX)
+        asyncio.run(subject.give())
+    finally:
+        actor.close()
+        client.close()
+
+
 # ------------------------------------------------------------------ the generic tests
 
 
@@ -358,9 +404,12 @@ def test_every_lock_api_row_is_in_the_generic_table() -> None:
     """Each lock_api row gives generic rows in both flavours: itself (a holder or a kind
     acquired by its permit) or each side it hands out."""
     generic = {(k.id, k.flavour) for k in primitives.KINDS}
+    others = {(k.id, k.flavour) for k in primitives.OTHERS}
     for row in KINDS:
         if not row.lock_api:
             assert not {k for k in generic if k[0] == row.name}, row
+            # a primitive of its own gets the generic tests about any primitive
+            assert ({(row.name, "sync"), (row.name, "asyncio")} <= others) == row.primitive, row
             continue
         names = (
             [row.name]

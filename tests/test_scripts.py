@@ -145,8 +145,11 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "multi": ["ttl_ms", "wait_ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
-        "latch": ["ttl_ms", "done_ms"],
-        "barrier": ["lease_ms", "done_ms"],
+        "latch_set": ["ttl_ms", "done_ms"],
+        "latch_down": ["ttl_ms", "done_ms"],
+        "barrier_enter": ["lease_ms"],
+        "barrier_renew": ["lease_ms"],
+        "barrier_leave": ["done_ms"],
     }
     assert durations == expected.get(name, [])
 
@@ -208,6 +211,8 @@ FAMILY_PARTS = {
         {"hash", "index", "counter", "waiters", "wake", "rwait", "rwake", "pkey", "released"},
     ),
     "election_": ("_election.lua", {"lock", "leader"}),
+    "latch_": ("_latch.lua", {"latch", "done"}),
+    "barrier_": ("_barrier.lua", {"bkey", "members"}),
 }
 """The script families whose shared part is written into each of their scripts: the part, and
 the names of its functions' key parameters (each gets its keys as parameters of these names;
@@ -240,9 +245,10 @@ def part_code(part: str) -> str:
 
 @pytest.mark.parametrize("family", sorted(FAMILY_PARTS))
 def test_family_part_touches_only_the_keys_it_is_given(family: str) -> None:
-    """A family's shared part (_hold.lua, _election.lua): its functions run commands on
-    their key parameters only, which they never assign, and it reads no KEYS or ARGV; the
-    family's scripts pass them their KEYS[n] (see the next test)."""
+    """A family's shared part (_hold.lua, _election.lua, _latch.lua, _barrier.lua): its
+    functions run commands on their key parameters only, which they never assign, pass only
+    those to each other as keys, and it reads no KEYS or ARGV; the family's scripts pass
+    them their KEYS[n] (see the next test)."""
     part, key_params = FAMILY_PARTS[family]
     code = part_code(part)
     assert "KEYS" not in code
@@ -256,6 +262,9 @@ def test_family_part_touches_only_the_keys_it_is_given(family: str) -> None:
         assert assigned(code, name) == 0, name
     params = {p.strip() for _, args in _HELPER.findall(code) for p in args.split(",")}
     assert params & key_params == key_params - {"counter"}
+    # one helper of the part calls another with its own key parameters in the key places
+    # (or forwards its own ``...``: the pairs its callers pass, checked at their calls)
+    check_helper_calls(code, helper_keys(part, key_params), "|".join([*key_params, r"\.\.\."]))
 
 
 def helper_keys(part: str, key_params: set[str]) -> dict[str, tuple[list[int], int | None]]:
@@ -280,6 +289,21 @@ def call_args(text: str) -> list[str]:
     return [*args, text[start:].strip()]
 
 
+def check_helper_calls(
+    code: str, helpers: dict[str, tuple[list[int], int | None]], key: str
+) -> None:
+    """Every call in ``code`` of a family part's function passes, at each of its key
+    parameters' positions, a key (``key``, a regular expression) or ``nil``."""
+    for helper, (positions, pairs) in helpers.items():
+        for call in re.finditer(rf"(?<![\w.]){helper}\(((?:[^()]|\([^()]*\))*)\)", code):
+            if code[: call.start()].endswith("function "):
+                continue  # its definition
+            args = call_args(call[1])
+            spots = [*positions, *(range(pairs, len(args), 2) if pairs is not None else ())]
+            for i in spots:
+                assert re.fullmatch(key, args[i]) or args[i] == "nil", call[0]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
@@ -296,14 +320,10 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     if family is not None:
         # The plain check: a key argument is KEYS[n] or a local bound only from one; so are
         # the key arguments of the family part's functions (previous test).
-        assert not re.search(r"\bfunction\b", code)  # no parameter shadows a key local
+        # no parameter shadows a key local (a callback without parameters is fine)
+        assert not re.search(r"\bfunction\b[\s\w]*\((?!\))", code)
         key = "|".join([r"KEYS\[\d+\]", *sorted(key_locals(code))])
-        for helper, (positions, pairs) in helper_keys(*FAMILY_PARTS[family]).items():
-            for call in re.finditer(rf"(?<![\w.]){helper}\(((?:[^()]|\([^()]*\))*)\)", code):
-                args = call_args(call[1])
-                spots = [*positions, *(range(pairs, len(args), 2) if pairs is not None else ())]
-                for i in spots:
-                    assert re.fullmatch(key, args[i]) or args[i] == "nil", call[0]
+        check_helper_calls(code, helper_keys(*FAMILY_PARTS[family]), key)
     for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""barrier.lua (a ``Barrier``'s rounds): its behaviour on a real redis-server through EVAL,
-case by case (the case format is in ``tests/scriptcases.py``): the first party starts a
-round with a generation from the slot's fencing counter, the party that makes ``parties``
-opens it (published), an open round lets nobody else in, a dead party's lease ends its
-membership, the last party to leave closes the round (published, keys deleted), renewals
-only move a lease later, resent calls count once, and bad input or a foreign hash is refused
-before any write."""
+"""barrier_enter.lua, barrier_check.lua, barrier_renew.lua, barrier_leave.lua,
+barrier_left.lua, barrier_read.lua (a ``Barrier``'s rounds, ``_barrier.lua``): their
+behaviour on a real redis-server through EVAL, case by case (the case format is in
+``tests/scriptcases.py``): the first party starts a round with a generation from the slot's
+fencing counter, the party that makes ``parties`` opens it (published), an open round lets
+nobody else in, a dead party's lease ends its membership, the last party to leave closes the
+round (published, keys deleted), renewals only move a lease later, resent calls count once,
+and bad input or a foreign hash is refused before any write."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 B = K.lock + BARRIER_SUFFIX
 M = B + ":members"
 BD = B + ":done"
-ENTER_KEYS = (B, M, BD, K.fence)
+ENTER_KEYS = (B, M, K.fence)
 LEAVE_KEYS = (B, M, BD)
 KEYS2 = (B, M)
 LEASE = 10_000
@@ -42,10 +43,21 @@ DONE = 60_000
 
 
 def args(
-    op: str, token: str = TOKEN, lease_ms: int | str = "", parties: int | str = "", gen: int = 0
+    op: str,
+    token: str = TOKEN,
+    lease_ms: int | str = "",
+    parties: int | str = "",
+    gen: int | str = 0,
 ) -> tuple[Arg, ...]:
-    """barrier.lua's ARGV as ``BarrierCore._op`` lays it out."""
-    return (op, token, lease_ms, parties, gen, DONE)
+    """``barrier_<op>.lua``'s ARGV as ``BarrierCore._op`` lays it out."""
+    return {
+        "enter": (token, lease_ms, parties),
+        "check": (token,),
+        "renew": (token, lease_ms),
+        "leave": (token, DONE),
+        "left": (gen,),
+        "read": (),
+    }[op]
 
 
 def enter(parties: int = 3, token: str = TOKEN) -> tuple[Arg, ...]:
@@ -84,7 +96,7 @@ CASES = [
     # ---- enter
     Case(
         "barrier-enter-starts-a-round-from-the-slot-counter",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         ["wait", 1, 1, 3, Between(LEASE - SLACK, LEASE)],
@@ -97,7 +109,7 @@ CASES = [
     ),
     Case(
         "barrier-enter-joins-the-round",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         ["wait", 5, 2, 3, Between(8000 - SLACK, 8000)],
@@ -106,7 +118,7 @@ CASES = [
     ),
     Case(
         "barrier-enter-of-the-last-party-opens-the-round",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         ["open", 5, 3, 3, Between(8000 - SLACK, 8000)],
@@ -115,7 +127,7 @@ CASES = [
     ),
     Case(
         "barrier-enter-of-one-party-opens-at-once",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(1),
         ["open", 1, 1, 1, Between(LEASE - SLACK, LEASE)],
@@ -123,7 +135,7 @@ CASES = [
     ),
     Case(
         "barrier-an-open-round-is-full",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(2),
         ["full", 5, 2, 2, Between(8000 - SLACK, 8000)],
@@ -132,7 +144,7 @@ CASES = [
     ),
     Case(
         "barrier-another-party-count-is-refused",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         ["mismatch", 5, 1, 4, -1],
@@ -141,7 +153,7 @@ CASES = [
     ),
     Case(
         "barrier-enter-sent-again-counts-once",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         ["wait", 5, 2, 3, Between(8000 - SLACK, 8000)],
@@ -150,7 +162,7 @@ CASES = [
     ),
     Case(
         "barrier-dead-members-leave-and-their-open-round-closes",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(2),
         ["wait", 8, 1, 2, Between(LEASE - SLACK, LEASE)],
@@ -168,7 +180,7 @@ CASES = [
     ),
     Case(
         "barrier-a-dead-member-does-not-count-towards-opening",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         ["wait", 5, 2, 3, Between(8000 - SLACK, 8000)],
@@ -178,7 +190,7 @@ CASES = [
     # ---- check
     Case(
         "barrier-check-while-entering",
-        "barrier",
+        "barrier_check",
         KEYS2,
         args("check"),
         ["wait", 5, 2, 3, Between(8000 - SLACK, 8000)],
@@ -186,7 +198,7 @@ CASES = [
     ),
     Case(
         "barrier-check-of-an-open-round",
-        "barrier",
+        "barrier_check",
         KEYS2,
         args("check"),
         ["open", 5, 2, 2, Between(8000 - SLACK, 8000)],
@@ -194,7 +206,7 @@ CASES = [
     ),
     Case(
         "barrier-check-of-a-party-whose-lease-ended",
-        "barrier",
+        "barrier_check",
         KEYS2,
         args("check"),
         ["gone", 5, 1, 3, Between(8000 - SLACK, 8000)],
@@ -204,7 +216,7 @@ CASES = [
     # ---- renew
     Case(
         "barrier-renew-moves-the-lease-later",
-        "barrier",
+        "barrier_renew",
         KEYS2,
         args("renew", lease_ms=LEASE),
         ["ok", Between(LEASE - SLACK, LEASE)],
@@ -213,7 +225,7 @@ CASES = [
     ),
     Case(
         "barrier-renew-never-shortens-a-lease",
-        "barrier",
+        "barrier_renew",
         KEYS2,
         args("renew", lease_ms=LEASE),
         ["ok", Between(20_000 - SLACK, 20_000)],
@@ -222,7 +234,7 @@ CASES = [
     ),
     Case(
         "barrier-renew-of-an-ended-lease-is-gone",
-        "barrier",
+        "barrier_renew",
         KEYS2,
         args("renew", lease_ms=LEASE),
         ["gone", 0],
@@ -232,7 +244,7 @@ CASES = [
     # ---- leave
     Case(
         "barrier-leave",
-        "barrier",
+        "barrier_leave",
         LEAVE_KEYS,
         args("leave"),
         ["ok", 1, 5, Between(8000 - SLACK, 8000)],
@@ -246,7 +258,7 @@ CASES = [
     ),
     Case(
         "barrier-the-last-to-leave-closes-the-round",
-        "barrier",
+        "barrier_leave",
         LEAVE_KEYS,
         args("leave"),
         ["ok", 0, 5, -1],
@@ -259,7 +271,7 @@ CASES = [
     ),
     Case(
         "barrier-leave-sent-again-answers-ok",
-        "barrier",
+        "barrier_leave",
         LEAVE_KEYS,
         args("leave"),
         ["ok", 1, 5, Between(8000 - SLACK, 8000)],
@@ -268,7 +280,7 @@ CASES = [
     ),
     Case(
         "barrier-leave-of-a-party-whose-lease-ended-is-gone",
-        "barrier",
+        "barrier_leave",
         LEAVE_KEYS,
         args("leave"),
         ["gone", 1, 5, Between(8000 - SLACK, 8000)],
@@ -277,7 +289,7 @@ CASES = [
     ),
     Case(
         "barrier-leave-forgets-tokens-older-than-done-ms",
-        "barrier",
+        "barrier_leave",
         LEAVE_KEYS,
         args("leave"),
         ["ok", 1, 5, Between(8000 - SLACK, 8000)],
@@ -292,7 +304,7 @@ CASES = [
     # ---- left
     Case(
         "barrier-left-waits-while-members-are-in",
-        "barrier",
+        "barrier_left",
         KEYS2,
         args("left", "", gen=5),
         ["wait", 1, Between(8000 - SLACK, 8000)],
@@ -300,7 +312,7 @@ CASES = [
     ),
     Case(
         "barrier-left-of-a-closed-round-is-done",
-        "barrier",
+        "barrier_left",
         KEYS2,
         args("left", "", gen=5),
         ["done", 0, -1],
@@ -309,7 +321,7 @@ CASES = [
     ),
     Case(
         "barrier-left-closes-a-round-whose-members-all-died",
-        "barrier",
+        "barrier_left",
         KEYS2,
         args("left", "", gen=5),
         ["done", 0, -1],
@@ -319,28 +331,36 @@ CASES = [
     # ---- read
     Case(
         "barrier-read",
-        "barrier",
+        "barrier_read",
         KEYS2,
         args("read", ""),
         [5, "open", 2, 1, Between(8000 - SLACK, 8000)],
         setup=[round_(state="open", parties=2), member(OTHER), member(THIRD, -10)],
         after=[(("ZSCORE", M, THIRD), Clock(-10 - SLACK, -10 + SLACK))],  # read only
     ),
-    Case("barrier-read-nothing", "barrier", KEYS2, args("read", ""), [0, "", 0, 0, -1]),
+    Case("barrier-read-nothing", "barrier_read", KEYS2, args("read", ""), [0, "", 0, 0, -1]),
     # ---- refused before anything is written
     Case(
         "barrier-a-hash-not-written-by-redislock-is-refused",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(3),
         Error("is not a Barrier"),
         setup=[("HSET", B, "gen", "x")],
         after=[(("HGETALL", B), {"gen": "x"}), *absent(M, K.fence)],
     ),
-    Case("barrier-unknown-op", "barrier", KEYS2, args("pass"), Error("unknown op pass")),
+    Case(  # was barrier-unknown-op: a script per op takes no op argument
+        "barrier-a-left-generation-must-be-digits",
+        "barrier_left",
+        KEYS2,
+        args("left", gen="x"),
+        Error("redislock barrier: bad arguments for left"),
+        setup=[round_(state="open", parties=2), member(OTHER)],
+        after=[*is_round(5, "open", 2), (("ZRANGE", M, 0, -1), [OTHER])],
+    ),
     Case(
         "barrier-zero-parties-are-refused",
-        "barrier",
+        "barrier_enter",
         ENTER_KEYS,
         enter(0),
         Error("redislock barrier: bad arguments for enter"),
@@ -348,7 +368,7 @@ CASES = [
     ),
     Case(
         "barrier-a-token-must-be-hex",
-        "barrier",
+        "barrier_leave",
         LEAVE_KEYS,
         args("leave", "not a token"),
         Error("redislock barrier: bad arguments for leave"),

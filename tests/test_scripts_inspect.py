@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import redis
 
+from redislock._core.barrier import BARRIER_SUFFIX, MEMBERS_SUFFIX
+from redislock._core.latch import LATCH_SUFFIX
 from tests.scriptcases import (
     META,
     OTHER,
@@ -32,7 +34,24 @@ from tests.scriptcases import (
 pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
 LEADER = K.lock + ":leader"  # an Election's leader key
-INSPECT = (K.lock, K.fence, K.wait, H.rwait, H.permits, F.queue, F.leases, LEADER)
+LATCH = K.lock + LATCH_SUFFIX  # a CountDownLatch's hash
+ROUND = K.lock + BARRIER_SUFFIX  # a Barrier's round
+MEMBERS = ROUND + MEMBERS_SUFFIX  # its members' lease ends
+INSPECT = (
+    K.lock,
+    K.fence,
+    K.wait,
+    H.rwait,
+    H.permits,
+    F.queue,
+    F.leases,
+    LEADER,
+    LATCH,
+    ROUND,
+    MEMBERS,
+)
+NOTHING_APART: list[object] = [[], -2, [], -2, 0, -1]
+"""The end of a reply for a name without a latch or a barrier round."""
 
 CASES = [
     # inspect.lua: reads every key of a name, writes nothing (the after checks and the
@@ -42,7 +61,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None],
+        ["none", None, [], -2, None, 0, 0, None, [], [], Clock(0, SLACK), None, *NOTHING_APART],
     ),
     Case(
         "inspect-lock-with-waiter-marker",
@@ -62,6 +81,7 @@ CASES = [
             [],
             Clock(0, SLACK),
             None,
+            *NOTHING_APART,
         ],
         setup=[held(), ("SET", K.fence, 3), marker(K.wait)],
         after=[(("GET", K.lock), f"{TOKEN}|1|{META}"), (("GET", K.fence), "3")],
@@ -84,6 +104,7 @@ CASES = [
             [],
             Clock(0, SLACK),
             None,
+            *NOTHING_APART,
         ],
         setup=[held(px=None)],
     ),
@@ -105,6 +126,7 @@ CASES = [
             [],
             Clock(0, SLACK),
             None,
+            *NOTHING_APART,
         ],
         setup=[
             hold(TOKEN, "r"),
@@ -135,6 +157,7 @@ CASES = [
             [THIRD, Clock(-5, -5), OTHER, Clock(1000, 1000)],
             Clock(0, SLACK),
             None,
+            *NOTHING_APART,
         ],
         setup=[
             held(),
@@ -149,7 +172,7 @@ CASES = [
         "inspect",
         INSPECT,
         (),
-        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None],
+        ["list", None, [], -1, None, 0, 0, None, [], [], Clock(0, SLACK), None, *NOTHING_APART],
         setup=[("RPUSH", K.lock, "x")],
         after=[(("LRANGE", K.lock, 0, -1), ["x"])],
     ),
@@ -171,9 +194,73 @@ CASES = [
             [],
             Clock(0, SLACK),
             "1|node-a|10.0.0.7:8080",
+            *NOTHING_APART,
         ],
         setup=[held(), ("SET", K.fence, 1), ("SET", LEADER, "1|node-a|10.0.0.7:8080", "PX", 20000)],
         after=[(("GET", LEADER), "1|node-a|10.0.0.7:8080")],
+    ),
+    Case(
+        "inspect-a-latch-and-a-barrier-round",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "none",
+            None,
+            [],
+            -2,
+            "9",
+            0,
+            0,
+            None,
+            [],
+            [],
+            Clock(0, SLACK),
+            None,
+            ["count", "2", "gen", "9", "since", "4"],
+            Between(7000 - SLACK, 7000),
+            ["gen", "8", "state", "enter", "parties", "3"],
+            Between(9000 - SLACK, 9000),
+            2,  # the ended lease is no live member
+            Between(4000 - SLACK, 4000),
+        ],
+        setup=[
+            ("SET", K.fence, 9),
+            ("HSET", LATCH, "count", 2, "gen", 9, "since", 4),
+            ("PEXPIRE", LATCH, 7000),
+            ("HSET", ROUND, "gen", 8, "state", "enter", "parties", 3),
+            ("PEXPIRE", ROUND, 9000),
+            ("ZADD", MEMBERS, At(4000), OTHER, At(9000), THIRD, At(-10), TOKEN),
+        ],
+        after=[(("ZCARD", MEMBERS), 3), (("HGET", LATCH, "count"), "2")],  # read only
+    ),
+    Case(
+        "inspect-keys-apart-of-another-type-are-not-read",
+        "inspect",
+        INSPECT,
+        (),
+        [
+            "none",
+            None,
+            [],
+            -2,
+            None,
+            0,
+            0,
+            None,
+            [],
+            [],
+            Clock(0, SLACK),
+            None,
+            [],
+            -1,
+            [],
+            -1,
+            0,
+            -1,
+        ],
+        setup=[("SET", LATCH, "x"), ("SET", ROUND, "y"), ("SET", MEMBERS, "z")],
+        after=[(("GET", LATCH), "x")],
     ),
 ]
 

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""latch.lua (a ``CountDownLatch``'s count and generation): its behaviour on a real
-redis-server through EVAL, case by case (the case format is in ``tests/scriptcases.py``):
-a set starts a generation from the slot's fencing counter only when nothing counts, a
-count-down never goes below zero and publishes at zero, every write sets the TTL, a call
-sent again counts once, and bad input or a foreign hash is refused before any write."""
+"""latch_set.lua, latch_down.lua, latch_read.lua (a ``CountDownLatch``'s count and
+generation, ``_latch.lua``): their behaviour on a real redis-server through EVAL, case by
+case (the case format is in ``tests/scriptcases.py``): a set starts a generation from the
+slot's fencing counter only when nothing counts, a count-down never goes below zero and
+publishes at zero, every write sets the TTL, a call sent again counts once, and bad input or
+a foreign hash is refused before any write."""
 
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ DONE = 60_000
 
 
 def set_args(count: int | str = 3, op_id: str = ID, ttl_ms: int = TTL) -> tuple[Arg, ...]:
-    return ("set", op_id, count, ttl_ms, DONE)
+    return (op_id, count, ttl_ms, DONE)
 
 
 def down_args(op_id: str = ID, ttl_ms: int = TTL) -> tuple[Arg, ...]:
-    return ("down", op_id, "", ttl_ms, DONE)
+    return (op_id, ttl_ms, DONE)
 
 
 def latch(count: int, gen: int, since: int, px: int = 5000) -> list[tuple[Arg, ...]]:
@@ -51,7 +52,7 @@ CASES = [
     # ---- set
     Case(
         "latch-set-starts-a-generation-from-the-slot-counter",
-        "latch",
+        "latch_set",
         SET_KEYS,
         set_args(3),
         ["ok", 3, 1],
@@ -59,7 +60,7 @@ CASES = [
     ),
     Case(
         "latch-set-is-refused-while-counting",
-        "latch",
+        "latch_set",
         SET_KEYS,
         set_args(3),
         ["busy", 2, 5],
@@ -72,7 +73,7 @@ CASES = [
     ),
     Case(
         "latch-set-after-zero-is-a-new-generation-that-keeps-since",
-        "latch",
+        "latch_set",
         SET_KEYS,
         set_args(4),
         ["ok", 4, 8],
@@ -81,7 +82,7 @@ CASES = [
     ),
     Case(
         "latch-set-sent-again-counts-once",
-        "latch",
+        "latch_set",
         SET_KEYS,
         set_args(3),
         ["ok", 3, 5],
@@ -91,7 +92,7 @@ CASES = [
     # ---- down
     Case(
         "latch-down-counts-one-and-refreshes-the-ttl",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         ["ok", 2, 5],
@@ -100,7 +101,7 @@ CASES = [
     ),
     Case(
         "latch-down-to-zero-publishes-the-generation",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         ["ok", 0, 5],
@@ -109,7 +110,7 @@ CASES = [
     ),
     Case(
         "latch-down-of-a-finished-latch-does-nothing",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         ["none", 0, 5],
@@ -118,7 +119,7 @@ CASES = [
     ),
     Case(
         "latch-down-of-no-latch-does-nothing",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         ["none", 0, 0],
@@ -126,7 +127,7 @@ CASES = [
     ),
     Case(
         "latch-down-sent-again-counts-once",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         ["ok", 2, 5],
@@ -135,7 +136,7 @@ CASES = [
     ),
     Case(
         "latch-down-forgets-op-ids-older-than-done-ms",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         ["ok", 2, 5],
@@ -145,17 +146,17 @@ CASES = [
     # ---- read
     Case(
         "latch-read",
-        "latch",
+        "latch_read",
         (L,),
-        ("read",),
+        (),
         [2, 5, 4, Between(5000 - SLACK, 5000)],
         setup=latch(2, 5, 4),
     ),
-    Case("latch-read-nothing", "latch", (L,), ("read",), [0, 0, 0, -2]),
+    Case("latch-read-nothing", "latch_read", (L,), (), [0, 0, 0, -2]),
     # ---- refused before anything is written
     Case(
         "latch-a-hash-not-written-by-redislock-is-refused",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(),
         Error("redislock - "),
@@ -164,22 +165,24 @@ CASES = [
     ),
     Case(
         "latch-read-of-a-hash-not-written-by-redislock-is-refused",
-        "latch",
+        "latch_read",
         (L,),
-        ("read",),
+        (),
         Error("is not a CountDownLatch"),
         setup=[("HSET", L, "gen", "1")],
     ),
-    Case(
-        "latch-unknown-op",
-        "latch",
+    Case(  # was latch-unknown-op: a script per op takes no op argument
+        "latch-an-op-id-must-be-hex",
+        "latch_down",
         DOWN_KEYS,
-        ("up", ID, "", TTL, DONE),
-        Error("redislock latch: unknown op up"),
+        down_args(op_id="not hex"),
+        Error("redislock latch: bad arguments for down"),
+        setup=latch(2, 5, 5),
+        after=[*state(2, 5, 5), *absent(D)],
     ),
     Case(
         "latch-a-zero-count-is-refused",
-        "latch",
+        "latch_set",
         SET_KEYS,
         set_args(0),
         Error("redislock latch: bad arguments for set"),
@@ -187,7 +190,7 @@ CASES = [
     ),
     Case(
         "latch-a-zero-ttl-is-refused",
-        "latch",
+        "latch_down",
         DOWN_KEYS,
         down_args(ttl_ms=0),
         Error("redislock latch: bad arguments for down"),

@@ -55,7 +55,9 @@ from redislock.errors import ReplicationError as ReplicationError
 from redislock.errors import ServerError as ServerError
 from redislock.errors import ServerNotFoundError as ServerNotFoundError
 from redislock.errors import UnexpectedReplyError as UnexpectedReplyError
+from redislock.inspection import BarrierInfo as BarrierInfo
 from redislock.inspection import HoldInfo as HoldInfo
+from redislock.inspection import LatchInfo as LatchInfo
 from redislock.inspection import LockInfo as LockInfo
 from redislock.inspection import PermitsInfo as PermitsInfo
 from redislock.inspection import WaiterInfo as WaiterInfo
@@ -99,12 +101,14 @@ __all__ = [
     "AsyncSemaphore",
     "AsyncWriteLock",
     "Barrier",
+    "BarrierInfo",
     "CountDownLatch",
     "Election",
     "FairLock",
     "Guard",
     "HoldInfo",
     "KindConflictError",
+    "LatchInfo",
     "LeaderInfo",
     "Lock",
     "LockConfigError",

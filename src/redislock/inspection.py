@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Inspect a lock of any kind from Python: who holds it, who waits, how long the leases last.
+"""Inspect a lock of any kind from Python: who holds it, who waits, how long the leases last;
+for a CountDownLatch its count and generation, for a Barrier its round.
 
 :func:`inspect` (sync client) and :func:`ainspect` (asyncio client) return a frozen
 :class:`LockInfo`, what ``redislock inspect`` prints. One read-only script reads every key of
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 from redislock import _clients
 from redislock._core.inspection import (
+    BarrierInfo,
     HoldInfo,
     Kind,
+    LatchInfo,
     LockInfo,
     PermitsInfo,
     Role,
@@ -28,8 +31,10 @@ from redislock.sync._driver import run as run_flow
 from redislock.sync._flavour import Client
 
 __all__ = [
+    "BarrierInfo",
     "HoldInfo",
     "Kind",
+    "LatchInfo",
     "LockInfo",
     "PermitsInfo",
     "Role",
@@ -44,7 +49,8 @@ _SYNC_CLIENTS = _clients.SYNC_CLIENTS
 
 def inspect(client: Client, name: str, *, prefix: str = DEFAULT_PREFIX) -> LockInfo:
     """What is stored under lock ``name``, whatever its kind (Lock, RLock, ReadWriteLock,
-    FairLock, Semaphore, a MultiLock name), as one snapshot; read-only.
+    FairLock, Semaphore, a MultiLock name, CountDownLatch, Barrier), as one snapshot;
+    read-only.
 
     Args:
         client: a sync ``redis.Redis`` or ``redis.cluster.RedisCluster``, or valkey-py's

@@ -11,12 +11,12 @@ is a hold: its lease is renewed by the process's watchdog, like any lock's, so a
 party's membership ends with its lease and cannot keep the barrier from opening or closing
 for ever.
 
-Rounds (``scripts/barrier.lua``): the first party to enter when no live party is in starts
-a *round*, whose generation is the next fencing token of the name's hash slot
-(``scripts/_fence.lua``), so generations strictly increase; a party's fencing token is its
-round's generation. The round opens when the live members reach ``parties``; a party that
-comes to an open round waits until it closed, then starts or joins the next. The round
-closes when no live member is left.
+Rounds (``scripts/_barrier.lua``; one ``barrier_<op>.lua`` script per operation): the first
+party to enter when no live party is in starts a *round*, whose generation is the next
+fencing token of the name's hash slot (``scripts/_fence.lua``), so generations strictly
+increase; a party's fencing token is its round's generation. The round opens when the live
+members reach ``parties``; a party that comes to an open round waits until it closed, then
+starts or joins the next. The round closes when no live member is left.
 
 Keys, for a barrier named ``N`` with prefix ``P`` (one hash tag, so one Cluster slot):
 
@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from redislock._core.kinds import stored
 from redislock._core.lock import DONE_MS, Holding, LockCore, new_token
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
@@ -51,15 +52,21 @@ __all__ = [
     "DEFAULT_BARRIER_LEASE",
     "DEFAULT_BARRIER_RECHECK",
     "MAX_PARTIES",
+    "MEMBERS_SUFFIX",
     "BarrierCore",
     "BarrierState",
     "check_parties",
 ]
 
-_BARRIER = SCRIPTS["barrier"]
+_SCRIPTS = {
+    op: SCRIPTS[f"barrier_{op}"] for op in ("enter", "check", "renew", "leave", "left", "read")
+}
 
-BARRIER_SUFFIX: Final = ":barrier"
+BARRIER_SUFFIX: Final = stored("barrier").key_suffix  # ":barrier", from the kinds table
 """The barrier key is the name's lock key plus this (``P{N}:barrier``: the name's slot)."""
+
+MEMBERS_SUFFIX: Final = ":members"
+"""The members key is the barrier key plus this (``P{N}:barrier:members``)."""
 
 BARRIER_TAG: Final = "B"
 """What every message on a barrier's channel starts with (``B|open|<gen>``,
@@ -127,25 +134,25 @@ class BarrierCore(LockCore):
 
     def __post_init__(self) -> None:
         self.bkey = self.keys.lock + BARRIER_SUFFIX
-        self.members = self.bkey + ":members"
+        self.members = self.bkey + MEMBERS_SUFFIX
         self.bdone = self.bkey + ":done"
 
-    def _op(
-        self, op: str, token: str = "", *, ms: int = 0, gen: int = 0, enter: bool = False
-    ) -> Eval:
-        if enter:
-            keys: tuple[str, ...] = (
-                self.bkey,
-                self.members,
-                self.bdone,
-                self.keys.fence,
+    def _op(self, op: str, token: str = "", *, ms: int = 0, gen: int = 0) -> Eval:
+        """The ``barrier_<op>.lua`` call of ``op``, with the keys and arguments it takes."""
+        script = _SCRIPTS[op]
+        if op == "enter":
+            return Eval(
+                script, (self.bkey, self.members, self.keys.fence), (token, ms, self.parties)
             )
-        elif op == "leave":
-            keys = (self.bkey, self.members, self.bdone)
-        else:
-            keys = (self.bkey, self.members)
-        args = (op, token, ms or "", self.parties if enter else "", gen, DONE_MS)
-        return Eval(_BARRIER, keys, args)
+        if op == "leave":
+            return Eval(script, (self.bkey, self.members, self.bdone), (token, DONE_MS))
+        args: tuple[str | int, ...] = {
+            "check": (token,),
+            "renew": (token, ms),
+            "left": (gen,),
+            "read": (),
+        }[op]
+        return Eval(script, (self.bkey, self.members), args)
 
     # ------------------------------------------------------------------ flows
 
@@ -163,7 +170,7 @@ class BarrierCore(LockCore):
         try:
             while True:
                 sent = time.monotonic()
-                op = self._op("enter", token, ms=self.lease_ms, enter=True)
+                op = self._op("enter", token, ms=self.lease_ms)
                 try:
                     reply, ack = unwrap((yield self._write(op)))
                 except Exception:

@@ -10,8 +10,11 @@ The kind comes from the lock key's TYPE: a string is a Lock (or a MultiLock name
 FairLock when a waiter queue exists (a FairLock nobody waits for looks exactly like a
 Lock); a hash holds the holds of a Semaphore (permits, or a ``:permits`` key), a
 ReadWriteLock (readers, or a reader waiting) or else an RLock (writer holds only: an RLock,
-or a ReadWriteLock whose writer holds it). Leases are compared with the server's clock
-(TIME), never the caller's.
+or a ReadWriteLock whose writer holds it). Without a lock key (nor a queue or permit
+count), a name is a CountDownLatch when it has a latch key, else a Barrier when it has a
+round (the kinds table's :data:`~redislock._core.kinds.STORED` rows with a ``key_suffix``);
+a latch or round is also shown beside a lock of the same name. Leases are compared with the
+server's clock (TIME), never the caller's.
 """
 
 from __future__ import annotations
@@ -20,33 +23,40 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from redislock._core import validate
+from redislock._core.barrier import MEMBERS_SUFFIX
 from redislock._core.codec import decode_hold_value, decode_lock_value, permit_id, token_tag
 from redislock._core.election import LEADER_SUFFIX, LeaderInfo, advertised
 from redislock._core.keys import FairKeys, HoldKeys, LockKeys
-from redislock._core.kinds import StoredCode
+from redislock._core.kinds import STORED, StoredCode
+from redislock._core.kinds import stored as stored_kind
 from redislock._core.ops import Eval, Flow, as_int, as_str
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import UnexpectedReplyError
 
 __all__ = [
+    "BarrierInfo",
     "HoldInfo",
     "Kind",
+    "LatchInfo",
     "LockInfo",
     "PermitsInfo",
     "Role",
     "WaiterInfo",
     "decode_reply",
     "inspection_flow",
+    "name_of_key",
 ]
 
 _INSPECT = SCRIPTS["inspect"]
+_LATCH, _BARRIER = stored_kind("latch"), stored_kind("barrier")
 
 Kind: TypeAlias = Literal["none", StoredCode, "foreign"]
 """What a name holds: ``"none"`` (nothing to tell the kind by), one of redislock's stored
 kinds (the kinds table's :data:`~redislock._core.kinds.STORED`: ``"lock"``, a Lock, a
 MultiLock name, or a FairLock nobody waits for; ``"fair"``, a FairLock or a Lock with a
-waiter queue: they share one; ``"rlock"``, ``"rwlock"``, ``"semaphore"``), or
-``"foreign"`` (the lock key is a Redis type redislock never writes there)."""
+waiter queue: they share one; ``"rlock"``, ``"rwlock"``, ``"semaphore"``; ``"latch"``, a
+CountDownLatch; ``"barrier"``, a Barrier's round), or ``"foreign"`` (the lock key is a
+Redis type redislock never writes there)."""
 
 Role: TypeAlias = Literal["holder", "writer", "reader", "permit"]
 """A hold's role: ``"holder"`` of a Lock / FairLock / MultiLock name; ``"writer"`` of an
@@ -115,17 +125,57 @@ class PermitsInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class LatchInfo:
+    """A CountDownLatch (its key ``<lock key>:latch``).
+
+    Attributes:
+        count: what is left to count down (0: its generation reached zero).
+        generation: the generation counting (or that reached zero): the fencing token its
+            set took.
+        ttl: seconds left on the latch key's TTL (every set and count-down renews it);
+            None for a key without one.
+    """
+
+    count: int
+    generation: int
+    ttl: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierInfo:
+    """A Barrier's current round (its keys ``<lock key>:barrier`` and ``:barrier:members``).
+
+    Attributes:
+        generation: the round's generation (the fencing token of its parties).
+        state: ``"enter"`` (parties are entering) or ``"open"`` (all entered; they leave).
+        parties: how many parties the round waits for.
+        entered: the live members (parties whose lease has not ended).
+        next_lease_end: seconds until the earliest live member lease ends (a party that
+            does not renew drops out then); None without a live member.
+    """
+
+    generation: int
+    state: Literal["enter", "open"]
+    parties: int
+    entered: int
+    next_lease_end: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class LockInfo:
     """What is stored under one lock name, as one consistent snapshot.
 
     Attributes:
         name: the lock name.
-        key: the lock key (``<prefix>{<name>}``).
+        key: the key of its kind: the lock key (``<prefix>{<name>}``), a latch's key
+            (``<lock key>:latch``) or a barrier's (``<lock key>:barrier``).
         kind: see :data:`Kind`.
-        key_type: the Redis TYPE of the lock key (``"none"`` when absent).
+        key_type: the Redis TYPE of that key (``"none"`` when absent).
         held: whether anybody holds it: the lock key exists (Lock, FairLock), or a live
-            hold does (RLock, ReadWriteLock, Semaphore); a foreign key counts as held.
-        ttl: seconds left on the lock key's TTL; None when the key is absent or has none.
+            hold does (RLock, ReadWriteLock, Semaphore); a foreign key counts as held; a
+            latch is held while it counts (``count > 0``), a barrier's round while a party
+            is in.
+        ttl: seconds left on that key's TTL; None when the key is absent or has none.
         fencing_counter: the counter the name's next fencing token comes from: its hash
             slot's counter, shared with the other names of that slot (0 if none of them was
             ever acquired). The next token of the name is greater than this.
@@ -142,6 +192,10 @@ class LockInfo:
         leader: the leader an ``Election`` of this name advertises (identity, term, value),
             when its term is the current holder's fencing token; None otherwise (not an
             election, nobody leads, or a leader key left by an earlier term).
+        latch: the name's CountDownLatch, if it has one (whatever the kind: a name may
+            be a lock and a latch at once); None otherwise, or when the latch key holds
+            fields redislock did not write.
+        barrier: the name's Barrier round, if one is current (as for ``latch``).
     """
 
     name: str
@@ -158,6 +212,20 @@ class LockInfo:
     permits: PermitsInfo | None = None
     unknown_fields: int = 0
     leader: LeaderInfo | None = None
+    latch: LatchInfo | None = None
+    barrier: BarrierInfo | None = None
+
+
+def name_of_key(key: str, prefix: str) -> str | None:
+    """The name whose lock key is ``key``, or whose key of a kind kept apart (the kinds
+    table's ``key_suffix``: a latch's ``<lock key>:latch``, a barrier's
+    ``<lock key>:barrier``) it is; None for any other key (``:queue``, ``:wait``, ...)."""
+    for s in STORED:
+        if s.key_suffix and key.endswith("}" + s.key_suffix):
+            name = LockKeys.name_of(key[: -len(s.key_suffix)], prefix)
+            if name is not None:
+                return name
+    return LockKeys.name_of(key, prefix)
 
 
 def inspection_flow(name: Any, prefix: Any) -> Flow[LockInfo]:
@@ -184,10 +252,13 @@ def _inspect(name: str, keys: LockKeys) -> Flow[LockInfo]:
             fkeys.queue,
             fkeys.leases,
             keys.lock + LEADER_SUFFIX,
+            keys.lock + _LATCH.key_suffix,
+            keys.lock + _BARRIER.key_suffix,
+            keys.lock + _BARRIER.key_suffix + MEMBERS_SUFFIX,
         ),
         (),
     )
-    if not isinstance(reply, list) or len(reply) != 12:
+    if not isinstance(reply, list) or len(reply) != 18:
         raise UnexpectedReplyError(f"inspect replied {reply!r}")
     return decode_reply(name, keys.lock, reply)
 
@@ -212,7 +283,16 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         leases,
         now,
         leader_raw,
+        latch_raw,
+        latch_pttl,
+        round_raw,
+        round_pttl,
+        live,
+        next_ms,
     ) = reply
+    latch = _latch(latch_raw, as_int(latch_pttl))
+    barrier = _round(round_raw, as_int(live), as_int(next_ms))
+    own: dict[str, Any] = {"latch": latch, "barrier": barrier}
     key_type = as_str(key_type_raw)
     now_ms = as_int(now)
     exists = key_type != "none"
@@ -236,6 +316,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         kind: Kind = "semaphore" if semaphore else "rwlock" if rw else "rlock"
         return LockInfo(
             **base,
+            **own,
             kind=kind,
             held=bool(holds),
             holders=holds,
@@ -243,7 +324,7 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
             unknown_fields=unknown,
         )
     if key_type not in ("string", "none"):
-        return LockInfo(**base, kind="foreign", held=True)
+        return LockInfo(**base, **own, kind="foreign", held=True)
     holders: tuple[HoldInfo, ...] = ()
     stored = None if _absent(value) else decode_lock_value(value)
     if stored is not None:
@@ -260,9 +341,51 @@ def decode_reply(name: str, key: str, reply: list[Any]) -> LockInfo:
         holders = (holder,)
     waiters = _queue(queue, leases, now_ms)
     base["waiting"] = base["waiting"] or bool(waiters)
+    if not exists and not queue and latch is not None:  # a CountDownLatch, its key its own
+        mine = {"key": key + _LATCH.key_suffix, "key_type": _LATCH.key_type, "ttl": latch.ttl}
+        return LockInfo(**{**base, **mine}, **own, kind="latch", held=latch.count > 0)
+    if not exists and not queue and barrier is not None:  # a Barrier's round
+        ttl_ms = as_int(round_pttl)
+        mine = {
+            "key": key + _BARRIER.key_suffix,
+            "key_type": _BARRIER.key_type,
+            "ttl": ttl_ms / 1000.0 if ttl_ms >= 0 else None,
+        }
+        return LockInfo(**{**base, **mine}, **own, kind="barrier", held=barrier.entered > 0)
     kind = "fair" if queue else "lock" if exists else "none"
     leader = advertised(leader_raw, holders[0].fencing_token) if holders else None
-    return LockInfo(**base, kind=kind, held=exists, holders=holders, queue=waiters, leader=leader)
+    return LockInfo(
+        **base, **own, kind=kind, held=exists, holders=holders, queue=waiters, leader=leader
+    )
+
+
+def _fields(raw: list[Any]) -> dict[str, str]:
+    """A hash as HGETALL gives it (``[field, value, ...]``), decoded."""
+    return {as_str(f): as_str(v) for f, v in zip(raw[::2], raw[1::2], strict=True)}
+
+
+def _latch(raw: list[Any], pttl_ms: int) -> LatchInfo | None:
+    """The latch of a latch key's fields (as ``scripts/_latch.lua`` writes them), or None:
+    no latch, or fields it did not write."""
+    fields = _fields(raw)
+    values = [fields.get(f, "") for f in ("count", "gen", "since")]
+    if not all(v.isdigit() and v.isascii() for v in values):
+        return None
+    return LatchInfo(int(values[0]), int(values[1]), pttl_ms / 1000.0 if pttl_ms >= 0 else None)
+
+
+def _round(raw: list[Any], live: int, next_ms: int) -> BarrierInfo | None:
+    """The round of a barrier key's fields (as ``scripts/_barrier.lua`` writes them), or
+    None: no round, or fields it did not write. ``live``, ``next_ms``: inspect.lua's count
+    of live members and time to the earliest of their lease ends (-1: none)."""
+    fields = _fields(raw)
+    gen, state, parties = (fields.get(f, "") for f in ("gen", "state", "parties"))
+    if not (gen.isdigit() and parties.isdigit() and gen.isascii() and parties.isascii()):
+        return None
+    if state not in ("enter", "open"):
+        return None
+    ends = next_ms / 1000.0 if next_ms >= 0 else None
+    return BarrierInfo(int(gen), "open" if state == "open" else "enter", int(parties), live, ends)
 
 
 def _holds(fields: list[Any], now_ms: int) -> tuple[tuple[HoldInfo, ...], int]:

@@ -44,16 +44,25 @@ __all__ = [
     "stored",
 ]
 
-StoredCode: TypeAlias = Literal["lock", "fair", "rlock", "rwlock", "semaphore"]
+StoredCode: TypeAlias = Literal["lock", "fair", "rlock", "rwlock", "semaphore", "latch", "barrier"]
 """What ``inspect`` calls a name of one of redislock's kinds (:class:`Stored`.code; with
 ``"none"`` and ``"foreign"`` it is :data:`redislock.inspection.Kind`)."""
 
-Shape: TypeAlias = Literal["lease", "holds"]
-"""What a kind keeps at its lock key ``<prefix>{<name>}``: ``"lease"``, a string lock value
-``<token>|<fence>|<meta>`` with the lease as its TTL (one holder); ``"holds"``, a hash of
-holds, one field per owner token (``scripts/_hold.lua``)."""
+Shape: TypeAlias = Literal["lease", "holds", "latch", "round"]
+"""What a kind keeps at its key: at the lock key ``<prefix>{<name>}``, ``"lease"``, a string
+lock value ``<token>|<fence>|<meta>`` with the lease as its TTL (one holder), or
+``"holds"``, a hash of holds, one field per owner token (``scripts/_hold.lua``); at a key of
+its own (:attr:`Stored.key_suffix`), ``"latch"``, a count-down latch's hash {count, gen,
+since} with a TTL (``scripts/_latch.lua``), or ``"round"``, a barrier's round, a hash {gen,
+state, parties} beside a sorted set of its members' leases (``scripts/_barrier.lua``). No
+lease and no holder is stored in the last two: ``inspect`` shows their own state."""
 
-_KEY_TYPES: Final[dict[Shape, str]] = {"lease": "string", "holds": "hash"}
+_KEY_TYPES: Final[dict[Shape, str]] = {
+    "lease": "string",
+    "holds": "hash",
+    "latch": "hash",
+    "round": "hash",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +74,25 @@ class Stored:
     Attributes:
         code: ``LockInfo.kind``, the ``kind`` of ``inspect --json``.
         label: how the CLI names it (``inspect``, ``list``, ``top``, ``release --force``).
-        shape: what the lock key holds (:data:`Shape`).
+        shape: what its key holds (:data:`Shape`).
+        key_suffix: where that key is: the lock key ``<prefix>{<name>}`` plus this (""
+            for the lock key itself; ``":latch"``: ``<prefix>{<name>}:latch``).
     """
 
     code: StoredCode
     label: str
     shape: Shape
+    key_suffix: str = ""
 
     @property
     def key_type(self) -> str:
-        """The Redis TYPE of the lock key of a name of this kind."""
+        """The Redis TYPE of the key of a name of this kind."""
         return _KEY_TYPES[self.shape]
+
+    @property
+    def at_lock_key(self) -> bool:
+        """It keeps its state at the lock key (which a kind-conflict error looks at)."""
+        return not self.key_suffix
 
 
 STORED: Final = (
@@ -84,10 +101,13 @@ STORED: Final = (
     Stored("rlock", "reentrant lock", "holds"),
     Stored("rwlock", "read-write lock", "holds"),
     Stored("semaphore", "semaphore", "holds"),
+    Stored("latch", "count-down latch", "latch", key_suffix=":latch"),
+    Stored("barrier", "barrier", "round", key_suffix=":barrier"),
 )
 """Every :class:`Stored` kind, in the order ``inspect`` documents them. ``"fair"`` is a
 name with a waiter queue (a FairLock, or a Lock someone waits for: they share the queue);
-a FairLock nobody waits for looks like a ``"lock"``."""
+a FairLock nobody waits for looks like a ``"lock"``. A name is shown as the first kind whose
+key it has: the lock key's, else a latch, else a barrier's round."""
 
 
 def stored(code: str) -> Stored:
@@ -127,10 +147,10 @@ class KindSpec:
 
     Attributes:
         name: the public sync class (``"Lock"``); the asyncio class is :attr:`asyncio_name`.
-        stored: what ``inspect`` calls a name of this kind (its :attr:`Stored.code`), or
-            None for a kind whose keys are not a lock key (a latch's count, a barrier's
-            members: ``inspect`` does not show them yet, and a conflict error never meets
-            them at a lock key).
+        stored: what ``inspect`` calls a name of this kind (its :attr:`Stored.code`); a
+            kind whose state is not at the lock key (a latch's count, a barrier's round)
+            has a :class:`Stored` of its own with a ``key_suffix``, which a kind-conflict
+            error never meets at a lock key.
         scripts: the scripts its objects run (``_core/scripts.py``'s names): its ACL
             profile has every command they run.
         commands: the commands it sends itself, besides its scripts (in capitals): the rest
@@ -157,7 +177,7 @@ class KindSpec:
     """
 
     name: str
-    stored: StoredCode | None
+    stored: StoredCode
     scripts: tuple[str, ...]
     commands: tuple[str, ...]
     acl_profile: str
@@ -183,9 +203,9 @@ class KindSpec:
         return f"{self.article} {self.name}"
 
     @property
-    def shape(self) -> Shape | None:
-        """What its lock key holds (its stored kind's :data:`Shape`; None: no lock key)."""
-        return None if self.stored is None else stored(self.stored).shape
+    def shape(self) -> Shape:
+        """What its key holds (its stored kind's :data:`Shape`)."""
+        return stored(self.stored).shape
 
     @property
     def primitive(self) -> bool:
@@ -334,8 +354,8 @@ KINDS: Final = (
     ),
     KindSpec(
         "CountDownLatch",
-        stored=None,  # <prefix>{<name>}:latch, a hash: not a lock key
-        scripts=("latch",),
+        stored="latch",  # <prefix>{<name>}:latch, a hash: not the lock key
+        scripts=("latch_set", "latch_down", "latch_read"),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="CountDownLatch",
         holder=False,
@@ -343,8 +363,15 @@ KINDS: Final = (
     ),
     KindSpec(
         "Barrier",
-        stored=None,  # <prefix>{<name>}:barrier and :members: not a lock key
-        scripts=("barrier",),
+        stored="barrier",  # <prefix>{<name>}:barrier and :members: not the lock key
+        scripts=(
+            "barrier_enter",
+            "barrier_check",
+            "barrier_renew",
+            "barrier_leave",
+            "barrier_left",
+            "barrier_read",
+        ),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="Barrier",
         holder=False,  # each object is one party, a lease the watchdog renews, but no Holder
@@ -382,7 +409,7 @@ def conflict_found(key_type: str) -> str | None:
     rows = [
         r
         for r in KINDS
-        if r.primitive and r.stored is not None and stored(r.stored).key_type == key_type
+        if r.primitive and stored(r.stored).at_lock_key and stored(r.stored).key_type == key_type
     ]
     return f"{rows[0].article} {_either([r.name for r in rows])}" if rows else None
 

@@ -11,7 +11,7 @@ TTL, so a latch nobody finishes does not stay in Redis for ever.
 
 Keys, for a latch named ``N`` with prefix ``P`` (one hash tag, so one Cluster slot):
 
-    P{N}:latch       hash {count, gen, since} with a TTL (``scripts/latch.lua``); also the
+    P{N}:latch       hash {count, gen, since} with a TTL (``scripts/_latch.lua``); also the
                      channel a count reaching zero is published on, as ``Z|<gen>``
     P{N}:latch:done  sorted set of the op ids of the last 60 s of sets and count-downs (a
                      client's retry after a lost reply counts once), with a TTL
@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from redislock._core import validate
 from redislock._core.keys import DEFAULT_PREFIX, LockKeys
+from redislock._core.kinds import stored
 from redislock._core.lock import DONE_MS, new_op_id
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str
 from redislock._core.scripts import SCRIPTS
@@ -46,9 +47,9 @@ __all__ = [
     "check_count",
 ]
 
-_LATCH = SCRIPTS["latch"]
+_SET, _DOWN, _READ = SCRIPTS["latch_set"], SCRIPTS["latch_down"], SCRIPTS["latch_read"]
 
-LATCH_SUFFIX: Final = ":latch"
+LATCH_SUFFIX: Final = stored("latch").key_suffix  # ":latch", from the kinds table
 """The latch key is the name's lock key plus this (``P{N}:latch``: the name's hash slot)."""
 
 DEFAULT_LATCH_TTL: Final = 86_400.0
@@ -103,7 +104,7 @@ class LatchState:
 
 
 def decode_state(reply: Any) -> LatchState:
-    """``latch.lua`` read's reply as a :class:`LatchState`."""
+    """``latch_read.lua``'s reply as a :class:`LatchState`."""
     try:
         count, gen, since, pttl = (as_int(x) for x in reply)
     except (TypeError, ValueError) as exc:
@@ -169,11 +170,7 @@ class LatchCore:
         """Start a new generation counting down from ``count`` (None: this object's), if the
         latch is not counting: True; False if it is (nothing written)."""
         n = self.count if count is None else count
-        op = Eval(
-            _LATCH,
-            (self.key, self.done, self.fence),
-            ("set", new_op_id(), n, self.ttl_ms, DONE_MS),
-        )
+        op = Eval(_SET, (self.key, self.done, self.fence), (new_op_id(), n, self.ttl_ms, DONE_MS))
         status, _, gen = self._reply((yield op), "set")
         if status == "ok":
             self.last_set = gen
@@ -185,7 +182,7 @@ class LatchCore:
     def count_down_flow(self) -> Flow[int]:
         """Count one down (never below zero); the count left (0 also when it was not
         counting). Reaching zero publishes the waiters' wake-up."""
-        op = Eval(_LATCH, (self.key, self.done), ("down", new_op_id(), "", self.ttl_ms, DONE_MS))
+        op = Eval(_DOWN, (self.key, self.done), (new_op_id(), self.ttl_ms, DONE_MS))
         status, count, _ = self._reply((yield op), "down")
         if status not in ("ok", "none"):
             raise UnexpectedReplyError(f"latch down replied {status!r}")
@@ -193,7 +190,7 @@ class LatchCore:
 
     def read_flow(self) -> Flow[LatchState]:
         """The latch as it is now (one round trip)."""
-        return decode_state((yield Eval(_LATCH, (self.key,), ("read",))))
+        return decode_state((yield Eval(_READ, (self.key,), ())))
 
     def wait_flow(self, timeout: float | None) -> Flow[bool]:
         """Wait up to ``timeout`` seconds (None: no limit) until the count of the generation

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""``redislock inspect NAME``: who holds a lock of any kind, and who waits."""
+"""``redislock inspect NAME``: who holds a lock of any kind, and who waits; a
+CountDownLatch's count, a Barrier's round."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from typing import Any
 import redis
 
 from redislock.cli import _args
-from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, hold_text, plural, state_text
+from redislock.cli.render import (
+    HOLD_KINDS,
+    KIND_LABELS,
+    OWN_KINDS,
+    as_json,
+    hold_text,
+    own_lines,
+    plural,
+    state_text,
+)
 from redislock.inspection import inspect
 
 __all__ = ["add_parser", "inspect_command", "run"]
@@ -52,16 +62,21 @@ def _print_text(name: str, info: dict[str, Any]) -> None:
     print(f"{KIND_LABELS[kind]} {name!r} ({info['key']}): {state_text(info)}")
     if kind == "foreign":
         return
+    for line in own_lines(info):  # a latch's or a round's details, or that the name is one too
+        print(f"  {line}")
+    counter = (
+        f"  fencing counter: {info['fencing_counter']} (its hash slot's; the next token is greater)"
+    )
+    if kind in OWN_KINDS:  # no holder, no lease, no waiters stored (they wait on its channel)
+        print(counter)
+        return
     if info["held"]:
         ttl = info["ttl"]
         print(f"  ttl: {ttl} s" if ttl is not None else "  ttl: none (the key never expires)")
     if info.get("leader"):
         value = info["leader"]["value"]
         print(f"  leader's value: {value!r}" if value else "  leader's value: none proclaimed")
-    # the slot's counter, shared by the names of the slot: the next token is greater
-    print(
-        f"  fencing counter: {info['fencing_counter']} (its hash slot's; the next token is greater)"
-    )
+    print(counter)  # the slot's counter, shared by the names of the slot
     if kind in HOLD_KINDS:
         if kind == "semaphore":
             count = info["permit_count"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from redislock._core.keys import LockKeys
+from redislock._core.inspection import name_of_key
 from redislock.cli import _args
 from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, holder_text, state_text
 from redislock.inspection import inspect
@@ -62,7 +62,7 @@ def list_command(
     names = []
     for raw in client.scan_iter(match=escaped + "*", count=1000):
         key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        name = LockKeys.name_of(key, prefix)  # None for the internal keys (:queue, :wait ...)
+        name = name_of_key(key, prefix)  # None for the internal keys (:queue, :wait ...)
         if name is not None and name.startswith(name_prefix):
             names.append(name)
     found = (inspect(client, n, prefix=prefix) for n in sorted(set(names)))

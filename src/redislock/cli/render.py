@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """How the CLI shows a :class:`~redislock.inspection.LockInfo`: the JSON object of
 ``inspect --json`` (one per lock in ``list --json``) and the words of the text output, shared
-by ``inspect``, ``list`` and ``release --force``."""
+by ``inspect``, ``list``, ``top`` and ``release --force``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ __all__ = [
     "HOLD_KINDS",
     "KIND_LABELS",
     "LEASE_KINDS",
+    "OWN_KINDS",
     "as_json",
     "hold_text",
     "holder_text",
+    "own_lines",
     "plural",
     "state_text",
 ]
@@ -35,6 +37,11 @@ HOLD_KINDS: Final = tuple(stored.code for stored in STORED if stored.shape == "h
 
 LEASE_KINDS: Final = tuple(stored.code for stored in STORED if stored.shape == "lease")
 """The kinds kept as one lock value, a string at the lock key (Lock, FairLock, ...)."""
+
+OWN_KINDS: Final = {stored.code: stored.shape for stored in STORED if not stored.at_lock_key}
+"""The kinds kept at a key of their own, no lease and no holder (a CountDownLatch's count,
+a Barrier's round), by their shape: each has an object of its own in the JSON output
+(``latch``, ``barrier``), shown also beside a lock of the same name."""
 
 _MODES: Final = {"writer": "w", "reader": "r", "permit": "p"}
 
@@ -65,6 +72,22 @@ def _hold(h: HoldInfo) -> dict[str, Any]:
     return hold
 
 
+def _own(info: LockInfo, out: dict[str, Any]) -> None:
+    """A CountDownLatch's and a Barrier's round of the name, into ``out``, if it has them."""
+    if info.latch is not None:
+        latch = info.latch
+        out["latch"] = {"count": latch.count, "generation": latch.generation, "ttl": latch.ttl}
+    if info.barrier is not None:
+        b = info.barrier
+        out["barrier"] = {
+            "generation": b.generation,
+            "state": b.state,
+            "parties": b.parties,
+            "entered": b.entered,
+            "next_lease_end": b.next_lease_end,
+        }
+
+
 def as_json(info: LockInfo) -> dict[str, Any]:
     """The JSON object of ``inspect --json`` for ``info`` (``kind`` null for ``"none"``)."""
     out: dict[str, Any] = {
@@ -76,6 +99,9 @@ def as_json(info: LockInfo) -> dict[str, Any]:
         "waiters": info.waiting,
         "kind": None if info.kind == "none" else info.kind,
     }
+    _own(info, out)
+    if info.kind in OWN_KINDS:
+        return out
     if info.kind in HOLD_KINDS:
         holds = [_hold(h) for h in info.holders]
         out.update(
@@ -132,9 +158,51 @@ def holder_text(info: dict[str, Any]) -> str:
     )
 
 
+def _latch_text(latch: dict[str, Any]) -> str:
+    gen = latch["generation"]
+    if latch["count"]:
+        return f"counting down, {latch['count']} left (generation {gen})"
+    return f"reached zero (generation {gen})"
+
+
+def _round_text(b: dict[str, Any]) -> str:
+    parties = f"{b['parties']} {'party' if b['parties'] == 1 else 'parties'}"
+    state = "open" if b["state"] == "open" else "entering"
+    return f"round {b['generation']} {state}, {b['entered']} of {parties} in"
+
+
+_OWN_TEXTS: Final = {"latch": _latch_text, "round": _round_text}
+"""The words for each shape of :data:`OWN_KINDS`, from its object of :func:`as_json`."""
+
+
+def own_lines(info: dict[str, Any]) -> list[str]:
+    """The lines ``inspect`` adds for a CountDownLatch or a Barrier's round (``info``:
+    :func:`as_json`'s): their details when the name is one, else one line each saying
+    the name is one too (beside a lock of the same name)."""
+    lines = []
+    for code, shape in OWN_KINDS.items():
+        own = info.get(code)
+        if own is None:
+            continue
+        if info["kind"] != code:
+            lines.append(f"also a {KIND_LABELS[code]}: {_OWN_TEXTS[shape](own)}")
+        elif shape == "latch":
+            ttl = own["ttl"]
+            lines.append(f"ttl: {ttl} s" if ttl is not None else "ttl: none (never expires)")
+        else:
+            ends = own["next_lease_end"]
+            lines.append(f"parties: {own['parties']}, entered: {own['entered']}")
+            lines.append(
+                f"next lease end: in {ends} s" if ends is not None else "next lease end: none"
+            )
+    return lines
+
+
 def state_text(info: dict[str, Any]) -> str:
     """The state of any kind in a few words (the first line of ``inspect``)."""
     kind = info["kind"]
+    if kind in OWN_KINDS:
+        return _OWN_TEXTS[OWN_KINDS[kind]](info[kind])
     if kind == "foreign":
         return f"a Redis {info['type']}, not a redislock lock"
     if kind not in HOLD_KINDS:

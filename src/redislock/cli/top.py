@@ -4,7 +4,10 @@
 Every refresh scans the lock keys under the prefix (SCAN with a MATCH pattern, never KEYS; a
 Cluster client scans every primary), reads each name with one :func:`inspect` script call
 and shows the held or awaited ones: kind, holders (host, pid), how long held, the lease left,
-waiters and the fencing counter. ``--once --json`` prints one snapshot for scripts.
+waiters and the fencing counter; a counting CountDownLatch (its count and generation, its
+TTL as the lease) and a Barrier's round with a party in (its state, the parties entered,
+the time to the next member lease end as the lease). ``--once --json`` prints one snapshot
+for scripts.
 
 The table is drawn with `rich <https://rich.readthedocs.io/>`_ (its ``Live`` display),
 imported when ``top`` runs (not for every subcommand's parser).
@@ -21,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 import redis.cluster
 
-from redislock._core.keys import LockKeys
+from redislock._core.inspection import name_of_key
 from redislock.cli import _args
-from redislock.cli.render import HOLD_KINDS, KIND_LABELS, as_json, plural
+from redislock.cli.render import HOLD_KINDS, KIND_LABELS, OWN_KINDS, as_json, plural, state_text
 from redislock.inspection import inspect
 
 if TYPE_CHECKING:
@@ -103,7 +106,8 @@ def scan_names(
     """The lock names under key ``prefix`` whose name matches the glob ``match``, sorted.
 
     SCAN only (``COUNT 1000``), never KEYS: a Cluster client scans every primary. Internal
-    keys of a name (``:queue``, ``:wait``, ...) give the name once.
+    keys of a name (``:queue``, ``:wait``, ...) give the name once; a latch's and a
+    barrier's keys (``:latch``, ``:barrier``) give their name.
 
     Raises:
         redis.RedisError: the server could not be read.
@@ -118,7 +122,7 @@ def scan_names(
     names: set[str] = set()
     for raw in client.scan_iter(match=pattern, count=1000):
         key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        name = LockKeys.name_of(key, prefix)
+        name = name_of_key(key, prefix)
         if name is not None and fnmatch.fnmatchcase(name, match):
             names.add(name)
     return sorted(names)
@@ -175,6 +179,16 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _own_lease(lock: dict[str, Any]) -> float | None:
+    """The lease column of a kind kept apart: a barrier's next member lease end, a latch's
+    TTL."""
+    if lock["kind"] == "barrier":
+        ends: float | None = lock["barrier"]["next_lease_end"]
+        return ends
+    ttl: float | None = lock["ttl"]
+    return ttl
+
+
 def _waiters(lock: dict[str, Any]) -> str:
     """A FairLock's queue length; elsewhere whether writers/permits or readers wait."""
     if lock["waiter_count"] is not None:
@@ -206,6 +220,9 @@ def table(snap: dict[str, Any]) -> Table:
         tail = [_waiters(lock), str(lock["fencing_counter"])]
         holders = lock["holders"]
         if not holders:  # one row: nobody holds it (or not with redislock's values)
+            if lock["kind"] in OWN_KINDS:  # a latch's count, a barrier's round: no holder
+                t.add_row(*head, state_text(lock), "-", _seconds(_own_lease(lock)), *tail)
+                continue
             if lock["kind"] == "foreign":
                 who = f"a Redis {lock['type']}, not a lock"
             else:

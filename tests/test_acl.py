@@ -41,7 +41,7 @@ TOOLS: dict[str, tuple[set[str], set[str]]] = {
     "inspect": ({"inspect"}, {"EVALSHA", "EVAL"}),
     "CLI list": ({"inspect"}, {"EVALSHA", "EVAL", "SCAN"}),
     "CLI force-release": (
-        {"inspect", "lock_force_release", "hold", "fair"},
+        {"inspect", "lock_force_release", "hold", "fair_force"},
         {"EVALSHA", "EVAL"},
     ),
 }
@@ -344,13 +344,13 @@ HASHED = [k for k in KINDS if "hold" in PROFILES[profile_of(k)][0] and k.exclusi
 run it; the scenario needs an exclusive hold), which checks every command it may run on each
 key it declares before it reads or writes (redis.acl_check_cmd): a refusal names its command
 and changes nothing."""
-FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as hold.lua does
+FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair_*.lua check first, as hold.lua does
 NEVER_RUN = (
     {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
     | {(profile, "UNSUBSCRIBE") for profile, (_, sent) in PROFILES.items() if "UNSUBSCRIBE" in sent}
     | {("RLock", "GET"), ("WriteLock", "GET"), ("Semaphore", "SET")}
 )
-"""Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
+"""Profile commands the scenario never runs: multi_release.lua's check of a queued Lock waiter's
 waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases);
 UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
 channel stays subscribed until the connection closes); and of the hold profile, which has

@@ -194,13 +194,24 @@ class KindSpec:
 
     @property
     def queues(self) -> bool:
-        """Its waiters queue in ``fair.lua``'s queue, each with a waiter lease (the
+        """Its waiters queue in ``fair_acquire.lua``'s queue, each with a waiter lease (the
         ``waiter_lease`` option)."""
-        return "fair" in self.scripts
+        return "fair_acquire" in self.scripts
 
 
 _SUBSCRIBES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS")
-_LEASE_SCRIPTS = ("fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep")
+_FAIR_SCRIPTS = ("fair_acquire", "fair_release", "fair_cancel")
+"""The queue's scripts a Lock's or FairLock's objects run (``fair_force`` too: the operator's
+force-release of their core)."""
+_LEASE_SCRIPTS = (
+    *_FAIR_SCRIPTS,
+    "fair_force",
+    "lock_extend",
+    "lock_renew",
+    "lock_status",
+    "waiter_keep",
+)
+_MULTI_SCRIPTS = ("multi_acquire", "multi_release", "multi_extend", "multi_status")
 
 KINDS: Final = (
     KindSpec(
@@ -260,7 +271,7 @@ KINDS: Final = (
     KindSpec(
         "MultiLock",
         stored="lock",
-        scripts=("multi",),
+        scripts=_MULTI_SCRIPTS,
         commands=_SUBSCRIBES,
         acl_profile="MultiLock",
         holder=True,
@@ -280,7 +291,7 @@ KINDS: Final = (
     KindSpec(
         "MultiRedlock",
         stored="lock",
-        scripts=("multi", "redlock_fence"),
+        scripts=(*_MULTI_SCRIPTS, "redlock_fence"),
         commands=("EVALSHA", "EVAL", "EXISTS", "INFO"),
         acl_profile="MultiRedlock",
         holder=True,
@@ -291,7 +302,7 @@ KINDS: Final = (
     KindSpec(
         "Election",
         stored="lock",
-        scripts=("fair", "lock_extend", "lock_status", "waiter_keep", "election"),
+        scripts=(*_FAIR_SCRIPTS, "lock_extend", "lock_status", "waiter_keep", "election"),
         commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
         acl_profile="Election",
         holder=True,

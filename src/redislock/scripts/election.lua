@@ -1,6 +1,6 @@
 -- election: the advertised leader of an Election (redislock.Election), next to its lock.
--- The lock key is a Lock's (fair.lua; value "<token>|<fence>|<meta>"); the leader key, in
--- the same hash slot, is "<term>|<identity>|<value>", where term is the leader's fence.
+-- The lock key is a Lock's (fair_acquire.lua; value "<token>|<fence>|<meta>"); the leader
+-- key, in the same hash slot, is "<term>|<identity>|<value>", where term is the leader's fence.
 -- Every change is PUBLISHed on the channel named like the leader key, as
 -- "L|<term>|<identity>|<value>" (a new leader or a proclaim) or "L|0" (the leader resigned).
 -- KEYS[1] lock key

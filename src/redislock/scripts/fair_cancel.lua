@@ -28,8 +28,8 @@
 local token = ARGV[1]
 local lock, counter, queue, leases, info = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local ring, delay_key = KEYS[6], KEYS[7]
-local now, refusal =  -- checks this script's own commands, beyond _fair.lua's
-  open_queue({lock, 'GET', lock, 'PTTL'}, lock, counter, queue, leases, info, ring, delay_key)
+local own = {lock, 'GET', lock, 'PTTL'}  -- beyond _fair.lua's commands
+local now, refusal = open_queue(own, lock, counter, queue, leases, info, ring, delay_key)
 if not now then return refusal end
 
 local v = redis.call('GET', lock)

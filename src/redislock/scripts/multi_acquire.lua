@@ -11,8 +11,8 @@
 -- ARGV[1] token         owner token (>= 32 hex chars, no '|'), one for all the names
 -- ARGV[2] ttl_ms        lease length, milliseconds (integer >= 1)
 -- ARGV[3] meta          holder metadata "<host>|<pid>|<acquired_unix_ms>"
--- ARGV[4] wait_ms       0 for a single try; else how long a busy name's waiters marker
---                       lasts, milliseconds
+-- ARGV[4] wait_ms       how long a busy name's waiters marker lasts, milliseconds; 0 for
+--                       a single try (no marker)
 -- returns {"ok", fence_1, ..., fence_n}  all n taken; fence_i is name i's new fencing token
 --         {"busy", pttl_ms, i}  name i is another owner's (pttl_ms its remaining TTL, -1: no
 --                               TTL); nothing was written but name i's waiters marker

@@ -2,7 +2,7 @@
 -- Every name is an ordinary Lock (_multi.lua); nothing is changed unless every name is
 -- still this token's, and no key is ever re-created.
 -- KEYS[1] lock key      of name 1: string "<token>|<fence>|<meta>" (multi_acquire.lua)
---         and so on, one key a name: name i's lock key is locks[i], for i = 1 .. n (ARGV[2])
+--         and so on, one key a name: name i's lock key is KEYS[i], for i = 1 .. n (ARGV[2])
 --         KEYS[n + 1] done key of name 1: optional, with ARGV[5]: string "<token>|<op_id>",
 --         the last "add" of the chunk (the same key as lock_release.lua's), PX ARGV[6]
 -- ARGV[1] token         owner token, one for all the names

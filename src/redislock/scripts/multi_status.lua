@@ -1,7 +1,7 @@
 -- multi_status: check that this token still holds every name of a chunk of plain locks (MultiLock).
 -- Every name is an ordinary Lock (_multi.lua). Writes nothing.
 -- KEYS[1] lock key      of name 1: string "<token>|<fence>|<meta>" (multi_acquire.lua)
---         and so on, one key a name: name i's lock key is locks[i], for i = 1 .. n, where
+--         and so on, one key a name: name i's lock key is KEYS[i], for i = 1 .. n, where
 --         n = #KEYS
 -- ARGV[1] token         owner token, one for all the names
 -- returns {"ok", pttl_ms, 0}    all ours; pttl_ms is the least remaining TTL

@@ -387,8 +387,8 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     else:
         key = "|".join((r"KEYS\[\d+\]", *sorted(bound)))
     uses = _FENCE_USE.findall(code)
-    for part, use in _PART_USE.items():
-        if PARTS[part].decode() in SCRIPTS[name].source:
+    for included, use in _PART_USE.items():
+        if PARTS[included].decode() in SCRIPTS[name].source:
             uses += use.findall(code)
     for helper, args in uses:  # the parts' keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]

@@ -162,14 +162,20 @@ class RowSpec:
 
 
 ROWS = (
-    # Lock's tries: lock_acquire up to this change, fair.lua's acquire (queue) since.
+    # Lock's tries: lock_acquire up to this change, fair.lua's acquire (queue) since, then
+    # fair_acquire.lua (one script per operation).
     RowSpec(
         "lock",
         "redislock Lock",
         True,
-        attempt_keys=("EVALSHA lock_acquire", "EVALSHA fair acquire"),
+        attempt_keys=("EVALSHA lock_acquire", "EVALSHA fair acquire", "EVALSHA fair_acquire"),
     ),
-    RowSpec("fairlock", "redislock FairLock", True, attempt_keys=("EVALSHA fair acquire",)),
+    RowSpec(
+        "fairlock",
+        "redislock FairLock",
+        True,
+        attempt_keys=("EVALSHA fair acquire", "EVALSHA fair_acquire"),
+    ),
     RowSpec("redis-py-0.1", "redis-py Lock (sleep=0.1)", False, None, ("SET NX",)),
     RowSpec("redis-py-0.001", "redis-py Lock (sleep=0.001)", False, None, ("SET NX",)),
     RowSpec("python-redis-lock", "python-redis-lock", False, "redis_lock", ("SET NX",)),
@@ -239,7 +245,7 @@ class CountingRedis(redis.Redis):
         name = str(args[0]).upper()
         if name in ("EVALSHA", "EVAL") and len(args) > 2:
             script = self._script_names.get(str(args[1]), "")
-            if script:  # ours: by name, plus the operation of a multi-op script (fair.lua)
+            if script:  # ours: by name, plus the operation of a multi-op script (hold.lua)
                 name = f"{name} {script}"
                 argv = args[3 + int(args[2]) :]
                 if argv and isinstance(argv[0], str) and argv[0].isalpha() and len(argv[0]) <= 10:

@@ -174,7 +174,7 @@ ACQ = (K.lock, K.fence, K.wait)
 REL = (K.lock, K.wait, K.wake, K.done)
 GONE = 0  # EXISTS reply
 
-# The hold_* scripts and fair.lua: their own key layouts, ARGV as the cores build them.
+# The hold_* scripts and fair_*.lua: their own key layouts, ARGV as the cores build them.
 H = HoldKeys.for_name("job")
 F = FairKeys.for_name("job")
 FAIR = (F.lock, F.fence, F.queue, F.leases, F.info)
@@ -182,7 +182,7 @@ THIRD = "c" * 32
 FOURTH = "d" * 32
 TAGGED = "0bad." + "e" * 32  # a token of redislock._core.lock.queue_token
 TAGGED2 = "c0fe." + "f" * 32  # another process's
-# Lock's and FairLock's owner tokens in fair.lua's cases: every one is a queue_token, whose
+# Lock's and FairLock's owner tokens in the fair_*.lua cases: every one is a queue_token, whose
 # process tag names the channel its grants go to (these four: four processes).
 QTOKEN = "a0a0." + "a" * 28
 QOTHER = "b0b0." + "b" * 28
@@ -315,11 +315,12 @@ def absent(*keys: str) -> list[tuple[tuple[Arg, ...], Any]]:
     ]
 
 
-def fair_args(op: str, token: str = QTOKEN, *own: Arg) -> tuple[Arg, ...]:
-    """fair.lua's ARGV, laid out as ``FairCore`` lays it out: the op, the token, then the
-    op's own arguments (acquire: lease_ms, meta, waiter_ms, queue_max; release and force:
-    done_ms; cancel: none)."""
-    return (op, token, *own)
+def fair_args(token: str = QTOKEN, *own: Arg) -> tuple[Arg, ...]:
+    """The ARGV of fair_acquire.lua, fair_release.lua and fair_cancel.lua, laid out as
+    ``FairCore`` lays it out: the token, then the op's own arguments (acquire: lease_ms,
+    meta, waiter_ms, queue_max, delay_ms; release: the hold's fence; cancel: none).
+    fair_force.lua takes no ARGV."""
+    return (token, *own)
 
 
 def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
@@ -341,7 +342,7 @@ def sent(args: tuple[object, ...]) -> tuple[bytes, ...]:
 def facq(
     token: str = QTOKEN, waiter_ms: int = 1000, queue_max: int = 10, lease_ms: int = 10000
 ) -> tuple[Arg, ...]:
-    return fair_args("acquire", token, lease_ms, META, waiter_ms, queue_max)
+    return fair_args(token, lease_ms, META, waiter_ms, queue_max)
 
 
 def fheld(token: str = QTOKEN, px: int = 5000, meta: str = META, fence: int = 1) -> tuple[Arg, ...]:
@@ -350,7 +351,7 @@ def fheld(token: str = QTOKEN, px: int = 5000, meta: str = META, fence: int = 1)
 
 QUEUE_PX = 20000
 """Setup: the TTL of a queue's keys (milliseconds) that :func:`waiter` gives them, above
-every waiter lease of the cases (fair.lua's stretch would have given them at least that)."""
+every waiter lease of the cases (fair_acquire.lua's stretch would have given them at least that)."""
 
 
 def waiter(token: str, lease_ms: int = 8000, waiter_ms: int = 1000) -> list[tuple[Arg, ...]]:
@@ -369,8 +370,9 @@ def not_queued(token: str) -> list[tuple[tuple[Arg, ...], Any]]:
 
 
 def queue_ttl(lo: int, hi: int) -> list[tuple[tuple[Arg, ...], Any]]:
-    """Checks: the three queue keys live ``lo`` to ``hi`` ms more (fair.lua's stretch: at least
-    as long as the latest waiter lease, twice a lease when it extends them)."""
+    """Checks: the three queue keys live ``lo`` to ``hi`` ms more (fair_acquire.lua's
+    stretch: at least as long as the latest waiter lease, twice a lease when it extends
+    them)."""
     return [(("PTTL", key), Between(lo, hi)) for key in (F.queue, F.leases, F.info)]
 
 
@@ -386,7 +388,7 @@ def granted(token: str, fence: int, lease_ms: int) -> list[tuple[tuple[Arg, ...]
     ]
 
 
-# multi.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do),
+# multi_*.lua: two names of one slot ("job}2" has the hash tag "job", as co-located names do),
 # so of one fencing counter (M1.fence == M2.fence).
 M1, M2 = LockKeys.for_name("job"), LockKeys.for_name("job}2")
 M3 = LockKeys.for_name("job}3")
@@ -404,23 +406,28 @@ def multi_args(
     n: int = 2,
     token: str = TOKEN,
     *,
-    ms: int | str = "",
+    ms: int = 0,
     meta: str = "",
-    marker_ms: int | str = "",
+    marker_ms: int = 0,
     mode: str = "",
     op_id: str = "",
-    done_ms: int | str = "",
+    done_ms: int = DONE_MS,
 ) -> tuple[Arg, ...]:
-    """multi.lua's ARGV, laid out as ``MultiCore._op`` lays it out (a release remembers
-    itself for DONE_MS unless ``done_ms`` says otherwise)."""
-    if op == "release" and done_ms == "":
-        done_ms = DONE_MS
-    args = (op, n, token, ms, meta, marker_ms, mode, op_id, done_ms)
-    return (*args, GRANT_SUFFIX) if op == "release" else args
+    """The ARGV of ``multi_<op>.lua``, laid out as ``MultiCore._op`` lays it out: the token,
+    then the op's own arguments (acquire: ttl_ms, meta, wait_ms; release: done_ms, the grant
+    suffix; extend: n, ms, mode, and op_id and done_ms when ``op_id`` is given; status:
+    none). A release remembers itself for DONE_MS unless ``done_ms`` says otherwise."""
+    if op == "acquire":
+        return (token, ms, meta, marker_ms)
+    if op == "release":
+        return (token, done_ms, GRANT_SUFFIX)
+    if op == "extend":
+        return (token, n, ms, mode, op_id, done_ms) if op_id else (token, n, ms, mode)
+    return (token,)
 
 
 def macq(marker_ms: int = 0, token: str = TOKEN) -> tuple[Arg, ...]:
-    """multi.lua acquire of both names with a 10 s lease."""
+    """multi_acquire.lua of both names with a 10 s lease."""
     return multi_args("acquire", token=token, ms=10000, meta=META, marker_ms=marker_ms)
 
 

@@ -41,7 +41,7 @@ TOOLS: dict[str, tuple[set[str], set[str]]] = {
     "inspect": ({"inspect"}, {"EVALSHA", "EVAL"}),
     "CLI list": ({"inspect"}, {"EVALSHA", "EVAL", "SCAN"}),
     "CLI force-release": (
-        {"inspect", "lock_force_release", "hold_force", "fair"},
+        {"inspect", "lock_force_release", "hold_force", "fair_force"},
         {"EVALSHA", "EVAL"},
     ),
 }
@@ -349,13 +349,13 @@ HASHED = [
 rows that run them; the scenario needs an exclusive hold), which check every command they may
 run on each key they declare before they read or write (redis.acl_check_cmd): a refusal names
 its command and changes nothing."""
-FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair.lua checks first, as the hold scripts do
+FAIR = [k for k in KINDS if k.id == "FairLock"]  # fair_*.lua check first, as the hold scripts do
 NEVER_RUN = (
     {("MultiLock", "TIME"), ("MultiLock", "ZSCORE")}
     | {(profile, "UNSUBSCRIBE") for profile, (_, sent) in PROFILES.items() if "UNSUBSCRIBE" in sent}
     | {("RLock", "GET"), ("WriteLock", "GET"), ("WriteLock", "SET"), ("Semaphore", "SET")}
 )
-"""Profile commands the scenario never runs: multi.lua's check of a queued Lock waiter's
+"""Profile commands the scenario never runs: multi_release.lua's check of a queued Lock waiter's
 waiter lease (TIME, ZSCORE: only when such a waiter is queued on a name it releases);
 UNSUBSCRIBE, sent only once a wake-up channel had no waiter for a few seconds (refused, the
 channel stays subscribed until the connection closes); and of the hold profiles, which have

@@ -4,8 +4,8 @@ order, direct hand-off on release, waiters that time out, are cancelled, or die 
 "ghost" written by the script itself, and a SIGKILLed process), the queue bound, single tries
 that never jump the queue, the ``Lock`` API on top, and bad input (before any I/O).
 
-Keys (see ``scripts/fair.lua``): the lock ``redislock:{N}`` (as for Lock), the queue list
-``redislock:{N}:queue``, the waiter leases ``:qleases`` and waiter info ``:qinfo``.
+Keys (see ``scripts/fair_acquire.lua``): the lock ``redislock:{N}`` (as for Lock), the queue
+list ``redislock:{N}:queue``, the waiter leases ``:qleases`` and waiter info ``:qinfo``.
 """
 
 from __future__ import annotations
@@ -76,18 +76,18 @@ def holder_token(admin: redis.Redis, name: str) -> str | None:
 
 
 def enqueue_ghost(admin: redis.Redis, name: str, waiter_ms: int = 500) -> str:
-    """Queue a waiter that never renews (as if it died at once), through fair.lua itself."""
+    """Queue a waiter that never renews (as if it died at once), through fair_acquire.lua
+    itself."""
     keys = FairKeys.for_name(name)
     token = os.urandom(16).hex()
     reply: Any = admin.eval(
-        SCRIPTS["fair"].source,
+        SCRIPTS["fair_acquire"].source,
         5,
         keys.lock,
         keys.fence,
         keys.queue,
         keys.leases,
         keys.info,
-        "acquire",
         token,
         30_000,
         "ghost|1|0",

@@ -143,9 +143,9 @@ def test_processes_take_turns_without_double_grant(
 
 def queue_dead_waiter(client: redis.Redis, token: str, waiter_ms: int = 1000) -> None:
     """A waiter that queues (as a Lock's first try does) and then never renews nor listens."""
-    script = SCRIPTS["fair"]
+    script = SCRIPTS["fair_acquire"]
     keys = (F.lock, F.fence, F.queue, F.leases, F.info)
-    args = ("acquire", token, 10000, "dead-host|1|0", waiter_ms, NO_QUEUE_LIMIT)
+    args = (token, 10000, "dead-host|1|0", waiter_ms, NO_QUEUE_LIMIT)
     reply = client.eval(script.source, len(keys), *keys, *args)
     assert reply[0] in (b"busy", "busy")
 
@@ -367,7 +367,7 @@ def test_a_grant_whose_message_was_lost_is_found_by_the_keep(
         time.sleep(0.5)  # its first Wait may return at once (a new subscription): let it settle
         token = str(admin.lindex(F.queue, 0))
         fence = int(admin.incr(F.fence))
-        # fair.lua's grant, without its PUBLISH
+        # fair_release.lua's grant, without its PUBLISH
         admin.set(F.lock, f"{token}|{fence}|other-host|1|0", px=10_000)
         granted = time.monotonic()  # the grant was written before this
         admin.lrem(F.queue, 1, token)

@@ -113,7 +113,7 @@ def test_rows_are_unique_and_name_known_things() -> None:
         assert kinds.by_name(row.name) is kinds.by_name(row.asyncio_name) is row
         assert row.holder != bool(row.parts) or not row.lock_api, row  # a lock holds or hands out
         assert all(c == c.upper() for c in row.commands), row
-        assert row.queues == ("fair" in row.scripts)
+        assert row.queues == ("fair_acquire" in row.scripts)
 
 
 # ------------------------------------------------------------------ exports

@@ -651,7 +651,8 @@ async def delayed(
         slow = redis.asyncio.Redis(port=proxy.port)
         admin = redis.asyncio.Redis(**redis_server.client_kwargs())
         await admin.flushall()
-        await admin.script_load(SCRIPTS["multi"].source)
+        await admin.script_load(SCRIPTS["multi_acquire"].source)
+        await admin.script_load(SCRIPTS["multi_release"].source)
         await slow.ping()
         yield slow, admin
         await slow.aclose()

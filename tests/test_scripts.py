@@ -33,6 +33,9 @@ PARTS = {  # the shared parts, included where a script says so
 FENCE_PART = PARTS["_fence.lua"]
 QUEUE_PART = PARTS["_queue.lua"]
 RING_PART = PARTS["_ring.lua"]
+FAIR_PART = PARTS["_fair.lua"]
+MULTI_PART = PARTS["_multi.lua"]
+WAKE_PART = PARTS["_wake.lua"]
 NAMES = sorted(SCRIPTS)
 CASE_MODULES = tuple(
     importlib.import_module(f"tests.{path.stem}")
@@ -141,8 +144,10 @@ def test_duration_args_say_milliseconds(name: str) -> None:
         "hold_release": ["done_ms"],
         "hold_release_permit": ["done_ms"],
         "hold_extend": ["ms"],
-        "fair": ["lease_ms", "waiter_ms", "delay_ms"],
-        "multi": ["ttl_ms", "wait_ms", "done_ms"],
+        "fair_acquire": ["lease_ms", "waiter_ms", "delay_ms"],
+        "multi_acquire": ["ttl_ms", "wait_ms"],
+        "multi_release": ["done_ms"],
+        "multi_extend": ["ms", "done_ms"],
         "compat_acquire": ["ttl_ms", "done_ms"],
         "once_record": ["ttl_ms"],
         "latch_set": ["ttl_ms", "done_ms"],
@@ -154,9 +159,6 @@ def test_duration_args_say_milliseconds(name: str) -> None:
     assert durations == expected.get(name, [])
 
 
-# multi.lua's key arguments: KEYS[<index of name i>], or a local holding only such keys.
-_MULTI_KEY = r"KEYS\[[^\]]+\]?\]|locks\[i\]|unpack\((locks|gone|markers|dones|set)\)?|wake|done"
-
 _CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?")
 
 
@@ -166,6 +168,44 @@ _FENCE_USE = re.compile(
 )
 _RING_KEYS = {"ring_issue": 1, "ring_mark": 2, "ring_unmark": 1, "ring_released": 2}
 """How many of a _ring.lua helper's first arguments are keys (the rest: a fencing token)."""
+_PART_KEYS = {
+    "drop_ended": (0, 3),
+    "forget": (0, 3),
+    "settle": (0, 3),
+    "issue": (0, 2),
+    "grant_next": (0, 7),
+    "open_queue": (1, 10),
+    "wake_marked": (0, 2),
+    "chunk_values": (0, 1),
+}
+"""Which arguments of a _fair.lua, _wake.lua or _multi.lua helper are keys: a slice (the
+rest are a server time, a token, the script's own preflight list, a stride and a count;
+chunk_values takes KEYS itself)."""
+_PART_USE = {
+    part: re.compile(rf"\b({'|'.join(helpers)})\(([^)]*)\)")
+    for part, helpers in (
+        ("_fair.lua", ("open_queue", "drop_ended", "forget", "settle", "issue", "grant_next")),
+        ("_wake.lua", ("wake_marked",)),
+        ("_multi.lua", ("chunk_values",)),
+    )
+}
+"""The calls of each shared part's helpers, looked for in the scripts that include it."""
+_KEY_LOCALS = re.compile(r"^local ([a-z_]+(?:, [a-z_]+)*) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)$", re.M)
+
+
+def key_locals(code: str) -> set[str]:
+    """The locals a script binds to literal ``KEYS[n]`` (``local lock, queue = KEYS[1],
+    KEYS[3]``), each bound once and never assigned again, nor declared again."""
+    names: set[str] = set()
+    for left, right in _KEY_LOCALS.findall(code):
+        bound = left.split(", ")
+        assert len(bound) == len(right.split(", ")), left
+        names.update(bound)
+    for name in names:
+        assert len(re.findall(rf"\b{name}\b(?:, \w+)* =(?!=)", code)) == 1, name
+        assert len(re.findall(rf"\blocal (?:\w+, )*{name}\b", code)) == 1, name
+        assert not re.search(rf"function \w*\([^)]*\b{name}\b", code), name
+    return names
 
 
 def test_fence_part_touches_only_the_keys_it_is_given() -> None:
@@ -218,25 +258,11 @@ FAMILY_PARTS = {
 the names of its functions' key parameters (each gets its keys as parameters of these names;
 ``counter``, the fencing counter, goes to _fence.lua's helpers only)."""
 _HELPER = re.compile(r"^local function (\w+)\(([^)]*)\)", re.M)
-_KEY_BINDING = re.compile(r"^local ([\w, ]+) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)[ \t]*$", re.M)
 
 
 def assigned(code: str, name: str) -> int:
     """How many assignments (``name = ...``, ``a, name = ...``) have ``name`` as a target."""
     return len(re.findall(rf"(?<![\w.])(?:[\w.]+\s*,\s*)*{name}(?:\s*,\s*[\w.]+)*\s*=(?!=)", code))
-
-
-def key_locals(code: str) -> set[str]:
-    """The locals of a script bound from literal ``KEYS[n]`` only (``local a, b = KEYS[1],
-    KEYS[2]``), and never assigned again."""
-    names: set[str] = set()
-    for m in _KEY_BINDING.finditer(code):
-        left = [n.strip() for n in m[1].split(",")]
-        assert len(left) == len(re.findall(r"KEYS\[\d+\]", m[2])), m[0]
-        names |= set(left)
-    for name in names:
-        assert assigned(code, name) == 1, f"{name} is assigned more than once"
-    return names
 
 
 def part_code(part: str) -> str:
@@ -304,32 +330,174 @@ def check_helper_calls(
                 assert re.fullmatch(key, args[i]) or args[i] == "nil", call[0]
 
 
+def part_calls(part: bytes) -> set[tuple[str, str]]:
+    """(command, first argument) of every redis.call/pcall of a shared part."""
+    code = "\n".join(line.split("--", 1)[0] for line in part.decode().splitlines())
+    assert "KEYS" not in code
+    assert "ARGV" not in code
+    return {(cmd, first.strip()) for cmd, first in _CALL.findall(code)}
+
+
+def test_fair_part_touches_only_the_keys_it_is_given() -> None:
+    """_fair.lua's helpers (the queue of Lock and FairLock) run commands on their key
+    parameters only, and PUBLISH on a grant channel of the lock key they are given."""
+    assert part_calls(FAIR_PART) == {
+        ("LREM", "queue"),
+        ("ZREM", "leases"),
+        ("HDEL", "info"),
+        ("ZRANGEBYSCORE", "leases"),
+        ("TIME", ""),
+        ("ZCARD", "leases"),
+        ("DEL", "queue"),
+        ("EXISTS", "delay_key"),
+        ("LINDEX", "queue"),
+        ("HGET", "info"),
+        ("SET", "lock"),
+        ("SET", "delay_key"),
+        ("PUBLISH", "channel"),
+    }
+    code = FAIR_PART.decode()
+    # the channel: the waiter's process's grant channel of the lock key (_queue.lua)
+    assert "local channel = grant_channel(lock .. GRANT, head)" in code
+    assert "local GRANT = ':grant'" in code
+    assert GRANT_SUFFIX == ":grant"
+    assert re.findall(r"^local function (\w+)\((.*)\)", code, re.M) == [
+        ("owns", "v, token"),
+        ("forget", "queue, leases, info, tok"),
+        ("drop_ended", "queue, leases, info, now"),
+        ("open_queue", "own, lock, counter, queue, leases, info, ring, delay_key, waiters, wake"),
+        ("settle", "queue, leases, info"),
+        ("issue", "counter, ring"),
+        ("grant_next", "lock, counter, queue, leases, info, ring, delay_key, now"),
+    ]
+
+
+def test_wake_and_multi_parts_touch_only_the_keys_they_are_given() -> None:
+    """_wake.lua's wake_marked runs commands on its key parameters only (the scripts pass
+    ``KEYS[n]`` or a local bound to one: see the next test), and _multi.lua's chunk_values
+    on the lock keys of the KEYS it is given, one a name, by the name's stride."""
+    assert part_calls(WAKE_PART) == {("EXISTS", "waiters"), ("PUBLISH", "wake")}
+    assert part_calls(MULTI_PART) == {("MGET", "unpack(locks")}
+    code = MULTI_PART.decode()
+    assert "local function chunk_values(keys, stride, n)" in code
+    assert (
+        "  for i = 1, n or #keys / stride do\n    locks[i] = keys[stride * (i - 1) + 1]\n" in code
+    )
+    assert re.findall(r"\blocks\b(?:\[[^\]]*\])? =", code) == ["locks =", "locks[i] ="]
+
+
+MULTI_KEYS: dict[str, tuple[set[str], str, set[str], list[str]]] = {
+    "multi_acquire": (
+        {"3 * i - 1", "3 * i"},
+        "3 * i - 2",
+        {"locks[i]", "KEYS[3 * i]", "KEYS[3 * i - 1]", "unpack(locks)", "unpack(set)", "KEYS"},
+        [
+            "local locks, values = chunk_values(KEYS, 3)",
+            "local n = #locks",
+            "set[#set + 1] = locks[i]",
+        ],
+    ),
+    "multi_release": (
+        {"6 * i - 4", "6 * i - 3", "6 * i - 2", "6 * i - 1", "6 * i"},
+        "6 * i - 5",
+        {
+            *("locks[i]", "done", "KEYS[6 * i - 3]", "KEYS[6 * i - 1]", "KEYS[6 * i]", "KEYS"),
+            *("unpack(gone)", "unpack(markers)", "unpack(dones)"),
+        },
+        [
+            "local locks, values = chunk_values(KEYS, 6)",
+            "local n = #locks",
+            "gone[#gone + 1] = locks[i]",
+            "markers[#markers + 1] = KEYS[6 * i - 4]",
+            "done = done or KEYS[6 * i - 2]",
+            "dones[i] = KEYS[6 * i - 2]",
+        ],
+    ),
+    "multi_extend": (
+        {"n + 1"},
+        "i",
+        {"locks[i]", "KEYS", "done"},
+        [
+            "local n = tonumber(ARGV[2])",
+            "local locks, values = chunk_values(KEYS, 1, n)",
+            "local done = KEYS[n + 1]",
+        ],
+    ),
+    "multi_status": (
+        set(),
+        "i",
+        {"locks[i]", "KEYS"},
+        ["local locks, values = chunk_values(KEYS, 1)", "local n = #locks"],
+    ),
+}
+"""MultiLock's scripts, each over a chunk of n names with a fixed number of keys a name (its
+stride): the KEYS indices each uses itself (name i's keys, by the loop index i over 1 .. n;
+extend's done key after the names), the index of name i's lock key (chunk_values, by the
+stride: KEYS[stride * (i - 1) + 1]), the key arguments of its commands and of the shared
+parts' helpers (a name's KEYS entry, or a local or list filled only from them), and the
+lines that fill those locals and lists (the only assignments to them)."""
+_MULTI_LISTS = ("locks", "set", "gone", "markers", "dones", "done")
+
+
+def check_multi_keys(name: str, code: str, header_text: str) -> None:
+    """The strict check of a MultiLock script's keys (see :data:`MULTI_KEYS`)."""
+    indices, lock, _, fills = MULTI_KEYS[name]
+    assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == indices
+    for index in (*indices, lock):  # the header names each of them
+        assert f"KEYS[{index}]" in header_text, index
+    stride = int(lock.split(" ")[0]) if " " in lock else 1
+    assert f"chunk_values(KEYS, {stride}" in code  # name i's lock key, by that stride
+    assert f"KEYS[{stride} * i]" in header_text or stride == 1
+    for line in fills:
+        assert re.search(rf"^\s*{re.escape(line)}\s*$", code, re.M), line
+    for line in code.splitlines():  # nothing else is put in them
+        target = re.match(r"^\s*(?:local )?([\w\[\]#+ ,]+?) = (.+)$", line)
+        if target is None:
+            continue
+        names = set(re.findall(r"\b([a-z_]+)\b", re.sub(r"\[[^\]]*\]", "", target[1])))
+        if names & {*_MULTI_LISTS, "n"}:
+            assert line.strip() in fills or re.fullmatch(r"\{\}(, \{\})*", target[2]), line
+    # the loop index: every loop over the names is "for i = 1, n do", i is set nowhere else
+    assert re.findall(r"\bfor i = [^\n]*", code) == ["for i = 1, n do"] * code.count("for i =")
+    assert not re.search(r"\blocal i\b|(?<![\w.])i = ", code.replace("for i = ", ""))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
-    """Every command's key argument is literally ``KEYS[n]``: no key is built in Lua (which
-    would break Redis Cluster routing and could collide with another lock's keys)."""
-    source = SCRIPTS[name].source.replace(FENCE_PART.decode(), "")
-    source = source.replace(RING_PART.decode(), "")
+    """Every command's key argument is literally ``KEYS[n]``, or a local bound to one and
+    nothing else: no key is built in Lua (which would break Redis Cluster routing and could
+    collide with another lock's keys)."""
+    source = SCRIPTS[name].source
     family = next((f for f in FAMILY_PARTS if name.startswith(f)), None)
-    if family is not None:  # the parts' functions: checked by the previous test
-        source = source.replace(PARTS[FAMILY_PARTS[family][0]].decode(), "")
-        source = source.replace(PARTS["_acl.lua"].decode(), "")
-    own = Script(name, source.replace(QUEUE_PART.decode(), ""), "")
+    parts = [FENCE_PART, RING_PART, QUEUE_PART, FAIR_PART, MULTI_PART, WAKE_PART]
+    if family is not None:  # the parts' functions: checked by the tests above
+        parts += [PARTS[FAMILY_PARTS[family][0]], PARTS["_acl.lua"]]
+    for part in parts:
+        source = source.replace(part.decode(), "")
+    own = Script(name, source, "")
     code = "\n".join(code_lines(own))
-    key = r"KEYS\[[^\]]+\]?\]" if name == "multi" else r"KEYS\[\d+\]"
+    if name in MULTI_KEYS:
+        key = "|".join(re.escape(k) for k in MULTI_KEYS[name][2])
+    else:  # the plain check: KEYS[n] or a local bound only from one
+        key = "|".join((r"KEYS\[\d+\]", *sorted(key_locals(code))))
     if family is not None:
-        # The plain check: a key argument is KEYS[n] or a local bound only from one; so are
-        # the key arguments of the family part's functions (previous test).
-        # no parameter shadows a key local (a callback without parameters is fine)
+        # no parameter shadows a key local (a callback without parameters is fine), and the
+        # key arguments of the family part's functions are keys too
         assert not re.search(r"\bfunction\b[\s\w]*\((?!\))", code)
-        key = "|".join([r"KEYS\[\d+\]", *sorted(key_locals(code))])
         check_helper_calls(code, helper_keys(*FAMILY_PARTS[family]), key)
-    for helper, args in _FENCE_USE.findall(code):  # _fence.lua's keys are the caller's KEYS
+    uses = _FENCE_USE.findall(code)
+    for included, use in _PART_USE.items():
+        if PARTS[included].decode() in SCRIPTS[name].source:
+            uses += use.findall(code)
+    for helper, args in uses:  # the parts' keys are the caller's KEYS
         keys = [a.strip() for a in args.split(",")]
         if helper == "held_fence":
             keys = []  # its one argument is a lock value, not a key
         elif helper in _RING_KEYS:
             keys = keys[: _RING_KEYS[helper]]  # then a fencing token
+        elif helper in _PART_KEYS:
+            start, end = _PART_KEYS[helper]
+            keys = keys[start:end]
         assert all(re.fullmatch(key, k) for k in keys), f"{helper}({args})"
     calls = _CALL.findall(code)
     assert calls or family is not None, "no redis.call found"  # else in the family's part
@@ -337,24 +505,18 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
     for command, first in calls:
         if command.upper() == "TIME":  # no key
             continue
-        if name == "fair" and command.upper() == "PUBLISH" and first.strip() == "channel":
-            # Not a key: a waiter's process's grant channel, from the base of the name's
-            # grant channels (its lock key KEYS[1] and GRANT_SUFFIX) and the waiter's token
-            # (_queue.lua).
-            assert "local grant = KEYS[1] .. ':grant'" in code
-            assert "local channel = grant_channel(grant, head)" in code
-            assert GRANT_SUFFIX == ":grant"
-            continue
-        if name == "multi" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
+        if name == "multi_release" and command.upper() == "PUBLISH" and first.strip() == "g[1]":
             # Not a key: a freed name's waiter's process's grant channel, from its lock key
-            # (KEYS), ARGV[10] and the waiter's token (_queue.lua).
-            assert "local channel = grant_channel(locks[i] .. ARGV[10], head)" in code
+            # (KEYS), ARGV[3] and the waiter's token (_queue.lua).
+            assert "local channel = grant_channel(locks[i] .. ARGV[3], head)" in code
             assert "heads[#heads + 1] = {channel, " in code
             continue
-        if name == "multi":
-            # The documented exception: one script over a chunk of names. Its keys are
-            # KEYS entries picked by the name's index, or locals filled only from them.
-            assert re.fullmatch(_MULTI_KEY, first.strip()), f"{command} {first}"
+        if name in MULTI_KEYS:
+            # One script over a chunk of names: name i's KEYS entries, by the loop index,
+            # or a local or list filled only from them (check_multi_keys).
+            first = first.strip()
+            first += ")" if first.startswith("unpack(") else ""  # _CALL stops at the ")"
+            assert re.fullmatch(key, first), f"{command} {first}"
             continue
         if name in ("redlock_fence", "lock_renew"):
             # Any number of keys, each read and written as KEYS[i] in one loop.
@@ -370,14 +532,9 @@ def test_scripts_touch_only_keys_passed_in_keys(name: str) -> None:
             assert "for _, key in ipairs({leases, queue, info}) do" in code
             continue
         assert re.fullmatch(key, first.strip()), f"{command} {first}"
-    if name == "multi":
-        for index in re.findall(r"KEYS\[([^\]]*\]?)\]", code):
-            assert re.fullmatch(r"[\d ]*[*+\- \w()\[\]#]*", index), index
-            # n + 1: the done key after the names (extend with an op id)
-            assert set(re.findall(r"[a-z_]+", index)) <= {"i", "stride", "ours", "j", "n"}, index
-        for local in ("locks", "gone", "markers", "wake", "dones", "done", "set"):
-            for value in re.findall(rf"\b{local}(?:\[[^\]]*\])? = (.+)", code):
-                assert re.fullmatch(r"KEYS\[[\w *+\-()\[\]]*\]|locks\[i\]|\{\}.*", value), value
+    if name in MULTI_KEYS:
+        acl = "\n".join(code_lines(Script("_acl", PARTS["_acl.lua"].decode(), "")))
+        check_multi_keys(name, code.replace(acl, ""), "\n".join(header(SCRIPTS[name])))
     elif name in ("redlock_fence", "lock_renew"):
         assert set(re.findall(r"KEYS\[([^\]]*)\]", code)) == {"i"}  # the loop index only
     elif name == "waiter_keep":

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""fair.lua, FairLock and its waiter queue: its behaviour on a real redis-server through
+"""fair_acquire.lua, fair_release.lua, fair_cancel.lua and fair_force.lua (Lock's and
+FairLock's waiter queue) and waiter_keep.lua: their behaviour on a real redis-server through
 EVAL, case by case (the case format is in ``tests/scriptcases.py``)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import redis
 
 from redislock._core.fair import FairCore
 from redislock._core.keys import FairKeys
+from redislock._core.ops import Eval
 from redislock._core.scripts import SCRIPTS
 from tests.scriptcases import (
     FAIR,
@@ -48,9 +50,12 @@ from tests.scriptcases import (
 
 pytestmark = pytest.mark.servers  # dev.py's STAGES: where else it runs
 
-FULL = (*FAIR, K.ring, K.wait, K.wake)
+FULL = (*FAIR, K.ring, K.wait, K.wake)  # fair_release's and fair_force's optional keys
+FAIR_RING = (*FAIR, K.ring)  # fair_acquire's and fair_cancel's: then only the delay key
 RING = 8192  # _ring.lua's RING: tokens per slot whose release is remembered
-FULL_DELAY = (*FULL, K.lock + ":delay")
+DELAY = K.lock + ":delay"
+FULL_DELAY = (*FULL, DELAY)
+QUEUE_DELAY = (*FAIR_RING, DELAY)
 KEEP = (F.lock, F.queue, F.leases, F.info)  # waiter_keep's four keys of a waiter
 F2 = FairKeys.for_name("job}2")  # another name of the same slot (hash tag "job")
 KEEP2 = (
@@ -64,7 +69,7 @@ CASES = [
     # ---------------------------------------------------------------- fair: acquire
     Case(
         "fair-acquire-free",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         ["ok", 1, 10000],
@@ -78,7 +83,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-free-continues-the-fence",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=0),
         ["ok", 42, 10000],
@@ -87,7 +92,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-busy-enqueues",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(5000 - SLACK, 5000), 7],
@@ -103,7 +108,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-busy-joins-the-tail",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(5000 - SLACK, 5000), 0],
@@ -117,7 +122,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-busy-extends-a-queue-ttl-shorter-than-its-waiter-lease",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(5000 - SLACK, 5000), 0],
@@ -133,7 +138,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-busy-renews-a-queued-waiter-in-place",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=3000, queue_max=2),  # already queued: a full queue does not refuse it
         ["busy", Between(5000 - SLACK, 5000), 0],
@@ -147,7 +152,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-single-try-does-not-queue",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=0),
         ["busy", Between(5000 - SLACK, 5000)],  # the fast path (nobody queued): no counter
@@ -160,7 +165,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-single-try-behind-a-full-queue",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=0, queue_max=1),
         ["busy", Between(5000 - SLACK, 5000), 0],  # not "full": a single try never queues
@@ -169,7 +174,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-full",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(queue_max=2),
         ["full", 2],
@@ -178,7 +183,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-key-without-ttl",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=0),
         ["busy", -1],
@@ -187,7 +192,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-free-by-the-head",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         ["ok", 1, 10000],
@@ -202,7 +207,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-free-grants-the-live-head-first",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=3000),
         ["busy", Between(8000 - SLACK, 8000), 5],
@@ -216,7 +221,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-free-single-try-still-grants-the-head",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=0),
         ["busy", Between(8000 - SLACK, 8000), 5],
@@ -225,7 +230,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-prunes-dead-waiters",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         ["ok", 1, 10000],
@@ -237,7 +242,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-granted",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         ["ok", 5, Between(8000 - SLACK, 8000)],
@@ -254,7 +259,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-repeat-of-own-hold",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         ["ok", 2, Between(5000 - SLACK, 5000)],
@@ -269,9 +274,9 @@ CASES = [
     # ---------------------------------------------------------------- fair: release
     Case(
         "fair-release-grants-the-head",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "ok",
         setup=[
             fheld(QTOKEN),
@@ -288,9 +293,9 @@ CASES = [
     ),
     Case(
         "fair-release-grants-on-the-head-process-channel",  # only that process is woken
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "ok",
         setup=[
             fheld(QTOKEN),
@@ -307,9 +312,9 @@ CASES = [
     ),
     Case(
         "fair-release-skips-a-dead-head",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "ok",
         setup=[
             fheld(QTOKEN),
@@ -328,9 +333,9 @@ CASES = [
         # no channel: its grant is written all the same, nothing is published (run_case
         # checks every channel), and the release does not fail after its writes.
         "fair-release-grants-a-token-without-a-process-tag-publishing-nothing",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "ok",
         setup=[fheld(QTOKEN), *waiter(OTHER, lease_ms=8000), ("SET", F.fence, 3)],
         after=[
@@ -342,18 +347,18 @@ CASES = [
     ),
     Case(
         "fair-release-empty-queue",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "ok",
         setup=[fheld(QTOKEN), ("SET", F.fence, 3)],
         after=[(("GET", F.fence), "3"), *absent(F.lock, F.queue)],
     ),
     Case(
         "fair-release-fast-path-wakes-a-waiting-multilock",  # nobody queued: Lock's release
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 1),
+        fair_args(QTOKEN, 1),
         "ok",
         setup=[fheld(QTOKEN), ("SET", F.fence, 3), marker(K.wait)],
         after=[
@@ -365,9 +370,9 @@ CASES = [
     ),
     Case(
         "fair-release-with-every-key-finds-the-queue",  # the fast path's one EXISTS sees it
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 1),
+        fair_args(QTOKEN, 1),
         "ok",
         setup=[fheld(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 3), ("SETBIT", K.ring, 4, 1)],
         after=[
@@ -379,16 +384,16 @@ CASES = [
     ),
     Case(
         "fair-release-grants-and-wakes-a-waiting-multilock",
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 1),
+        fair_args(QTOKEN, 1),
         "ok",
         setup=[fheld(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 3), marker(K.wait)],
         after=[*granted(QOTHER, 4, 8000), *woken(K.wake), (("GETBIT", K.ring, 1), 1)],
     ),
     Case(
         "fair-acquire-no-queue-limit",  # a Lock's queue (queue_max 0)
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=1000, queue_max=0),
         ["busy", Between(5000 - SLACK, 5000), 0],
@@ -397,7 +402,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-single-try-on-a-held-lock-is-busy",  # the fast path: nobody queued
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(waiter_ms=0),
         ["busy", Between(5000 - SLACK, 5000)],
@@ -406,7 +411,7 @@ CASES = [
     ),
     Case(
         "fair-acquire-fast-path-foreign-counter",  # not an integer: refused, nothing written
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         Error("not an integer"),
@@ -415,9 +420,9 @@ CASES = [
     ),
     Case(
         "fair-release-taken",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "taken",
         setup=[fheld(QOTHER), *waiter(QTHIRD), ("SET", F.fence, 3)],
         after=[
@@ -430,26 +435,26 @@ CASES = [
     ),
     Case(
         "fair-release-token-prefix-is-not-ownership",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "taken",
         setup=[("SET", F.lock, f"{QTOKEN}0|{META}", "PX", 5000)],
         after=[(("GET", F.lock), f"{QTOKEN}0|{META}")],
     ),
     Case(
         "fair-release-gone",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "gone",
         after=absent(F.lock, F.fence, F.queue),
     ),
     Case(
         "fair-release-gone-grants-the-next-waiter",
-        "fair",
+        "fair_release",
         FAIR,
-        fair_args("release"),
+        fair_args(),
         "gone",
         setup=[*waiter(QOTHER)],
         after=[*granted(QOTHER, 1, 8000), *absent(F.queue, F.leases, F.info)],
@@ -457,8 +462,8 @@ CASES = [
     # ------------------------------------------ fair: the release ring (_ring.lua)
     Case(
         "fair-acquire-clears-its-tokens-bit",  # it may hold the release of fence 1 - RING
-        "fair",
-        FULL,
+        "fair_acquire",
+        FAIR_RING,
         facq(),
         ["ok", 1, 10000],
         setup=[("SETBIT", K.ring, 1, 1)],
@@ -466,8 +471,8 @@ CASES = [
     ),
     Case(
         "fair-acquire-after-the-queue-clears-its-tokens-bit",  # the queue's own path
-        "fair",
-        FULL,
+        "fair_acquire",
+        FAIR_RING,
         facq(),
         ["ok", RING + 6, 10000],
         setup=[
@@ -480,70 +485,70 @@ CASES = [
     ),
     Case(
         "fair-release-repeat-is-ok-by-the-ring",  # a retried release: the first worked
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 2),
+        fair_args(QTOKEN, 2),
         "ok",
         setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 2, 1), fheld(QOTHER, fence=9)],
         after=[(("GET", F.lock), f"{QOTHER}|9|{META}"), (("GETBIT", K.ring, 2), 1)],
     ),
     Case(
         "fair-release-repeat-of-a-lost-hold-is-taken",  # its bit is not set: lost, as told
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 2),
+        fair_args(QTOKEN, 2),
         "taken",
         setup=[("SET", F.fence, 9), ("SETBIT", K.ring, 9, 1), fheld(QOTHER, fence=9)],
         after=[(("GET", F.lock), f"{QOTHER}|9|{META}"), (("GETBIT", K.ring, 2), 0)],
     ),
     Case(
         "fair-release-repeat-beyond-the-window-cannot-tell",  # the bit is a newer token's
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 2),
+        fair_args(QTOKEN, 2),
         "gone",
         setup=[("SET", F.fence, RING + 2), ("SETBIT", K.ring, 2, 1)],
     ),
     Case(
         "fair-release-of-an-unknown-fence-is-not-looked-up",  # fence 0: an abandoned try
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 0),
+        fair_args(QTOKEN, 0),
         "gone",
         setup=[("SET", F.fence, 3), ("SETBIT", K.ring, 0, 1)],
     ),
     Case(
         "fair-release-repeat-grants-the-free-lock",  # released, nobody granted yet
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 1),
+        fair_args(QTOKEN, 1),
         "ok",
         setup=[("SET", F.fence, 1), ("SETBIT", K.ring, 1, 1), *waiter(QOTHER)],
         after=[*granted(QOTHER, 2, 8000)],
     ),
     Case(
         "fair-release-after-the-window-sets-no-bit",  # an old hold's bit is a newer token's
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 1),
+        fair_args(QTOKEN, 1),
         "ok",
         setup=[fheld(QTOKEN), ("SET", F.fence, RING + 1)],
         after=[*absent(F.lock), (("GETBIT", K.ring, 1), 0)],
     ),
     Case(
         "fair-release-after-the-queue-sets-its-bit",  # the queue's own path
-        "fair",
+        "fair_release",
         FULL,
-        (*fair_args("release"), 3),
+        fair_args(QTOKEN, 3),
         "ok",
         setup=[fheld(QTOKEN, fence=3), *waiter(QOTHER), ("SET", F.fence, 3)],
         after=[*granted(QOTHER, 4, 8000), (("GETBIT", K.ring, 3), 1)],
     ),
     Case(
         "fair-force-sets-no-bit",  # an operator's override is no release by the holder
-        "fair",
+        "fair_force",
         FULL,
-        fair_args("force", ""),
+        (),
         1,
         setup=[fheld(QTOKEN, fence=3), ("SET", F.fence, 3)],
         after=[*absent(F.lock), (("GETBIT", K.ring, 3), 0)],
@@ -551,9 +556,9 @@ CASES = [
     # ---------------------------------------------------------------- fair: cancel, force
     Case(
         "fair-cancel-leaves-the-queue",
-        "fair",
+        "fair_cancel",
         FAIR,
-        fair_args("cancel"),
+        fair_args(),
         ["left", 0],
         setup=[
             fheld(QOTHER),
@@ -570,27 +575,27 @@ CASES = [
     ),
     Case(
         "fair-cancel-last-waiter-clears-the-queue",
-        "fair",
+        "fair_cancel",
         FAIR,
-        fair_args("cancel"),
+        fair_args(),
         ["left", 0],
         setup=[fheld(QOTHER), *waiter(QTOKEN)],
         after=[(("GET", F.lock), f"{QOTHER}|1|{META}"), *absent(F.queue, F.leases, F.info)],
     ),
     Case(
         "fair-cancel-not-queued",
-        "fair",
+        "fair_cancel",
         FAIR,
-        fair_args("cancel"),
+        fair_args(),
         ["left", 0],
         setup=[fheld(QOTHER), *waiter(QTHIRD)],
         after=[(("LRANGE", F.queue, 0, -1), [QTHIRD]), (("GET", F.lock), f"{QOTHER}|1|{META}")],
     ),
     Case(
         "fair-cancel-granted",
-        "fair",
+        "fair_cancel",
         FAIR,
-        fair_args("cancel"),
+        fair_args(),
         ["ok", 5, Between(8000 - SLACK, 8000)],
         setup=[fheld(QTOKEN, 8000, WMETA, fence=5), ("SET", F.fence, 7), *waiter(QOTHER)],
         after=[
@@ -601,9 +606,9 @@ CASES = [
     ),
     Case(
         "fair-cancel-while-free-grants-the-next-waiter",
-        "fair",
+        "fair_cancel",
         FAIR,
-        fair_args("cancel"),
+        fair_args(),
         ["left", 0],
         setup=[*waiter(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 2)],
         after=[
@@ -614,61 +619,85 @@ CASES = [
     ),
     Case(
         "fair-force-grants-the-next-waiter",
-        "fair",
+        "fair_force",
         FAIR,
-        fair_args("force", ""),
+        (),
         1,
         setup=[fheld(QOTHER), *waiter(QTHIRD, lease_ms=6000), ("SET", F.fence, 2)],
         after=[*granted(QTHIRD, 3, 6000), *absent(F.queue)],
     ),
     Case(
         "fair-force-nothing-held",
-        "fair",
+        "fair_force",
         FAIR,
-        fair_args("force", ""),
+        (),
         0,
         after=absent(F.lock, F.fence),
     ),
     Case(
         "fair-force-during-a-lock-delay-ends-it",  # no lock key: only the delay holds it off
-        "fair",
+        "fair_force",
         FULL_DELAY,
-        fair_args("force", ""),
+        (),
         2,
         setup=[("SET", K.lock + ":delay", "30000", "PX", 30000)],
         after=absent(F.lock, K.lock + ":delay"),
     ),
     Case(
         "fair-force-of-a-hold-with-a-lock-delay",
-        "fair",
+        "fair_force",
         FULL_DELAY,
-        fair_args("force", ""),
+        (),
         3,
         setup=[fheld(QOTHER), ("SET", K.lock + ":delay", "30000", "PX", 35000)],
         after=absent(F.lock, K.lock + ":delay"),
     ),
     Case(
         "fair-force-free-lock-grants-the-next-waiter",
-        "fair",
+        "fair_force",
         FAIR,
-        fair_args("force", ""),
+        (),
         0,
         setup=[*waiter(QTHIRD)],
         after=granted(QTHIRD, 1, 8000),
     ),
     # ---------------------------------------------------------------- fair: errors
+    # ---------------------------------------------------------------- fair: lock-delay
     Case(
-        "fair-unknown-op",
-        "fair",
-        FAIR,
-        fair_args("steal"),
-        Error("unknown fair op steal"),
-        setup=[fheld(QOTHER)],
-        after=[(("GET", F.lock), f"{QOTHER}|1|{META}")],
+        "fair-acquire-single-try-during-a-lock-delay-is-busy-for-its-ttl",  # KEYS[7]
+        "fair_acquire",
+        QUEUE_DELAY,
+        facq(waiter_ms=0),
+        ["busy", Between(30000 - SLACK, 30000)],  # the fast path: the delay key's PTTL
+        setup=[("SET", DELAY, "30000", "PX", 30000)],
+        after=absent(F.lock, F.queue, F.fence),
     ),
     Case(
+        "fair-cancel-during-a-lock-delay-grants-nobody",  # KEYS[7]: the delay key
+        "fair_cancel",
+        QUEUE_DELAY,
+        fair_args(),
+        ["left", 0],
+        setup=[*waiter(QTOKEN), *waiter(QOTHER), ("SET", DELAY, "30000", "PX", 30000)],
+        after=[
+            *not_queued(QTOKEN),
+            (("LRANGE", F.queue, 0, -1), [QOTHER]),  # its head takes it once the delay ends
+            *absent(F.lock, F.fence),
+        ],
+    ),
+    Case(
+        "fair-cancel-while-free-grants-the-next-waiter-and-clears-its-tokens-bit",
+        "fair_cancel",
+        FAIR_RING,
+        fair_args(),
+        ["left", 0],
+        setup=[*waiter(QTOKEN), *waiter(QOTHER), ("SET", F.fence, 2), ("SETBIT", K.ring, 3, 1)],
+        after=[*granted(QOTHER, 3, 8000), (("GETBIT", K.ring, 3), 0)],
+    ),
+    # ---------------------------------------------------------------- fair: errors
+    Case(
         "fair-malformed-waiter-info-is-dropped",
-        "fair",
+        "fair_acquire",
         FAIR,
         facq(),
         Error("is malformed"),
@@ -804,23 +833,33 @@ def test_script_behaviour(r: redis.Redis, case: Case) -> None:
 
 
 def test_fair_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
-    """The fair cases call the script exactly as FairCore does."""
+    """The fair cases call the scripts exactly as FairCore does."""
     base = base_core()
     fair_core = FairCore.from_base(base, 1.0, 10)
-    # every op sends all ten keys (KEYS[10]: the lock-delay key every acquire honours) and
-    # an acquire its delay_ms (ARGV[7], 0: none); the cases call with fewer, as before
+    # an acquire and a cancel send the queue's keys, the ring and the lock-delay key
+    # (KEYS[7], which every acquire honours), an acquire its delay_ms (ARGV[6], 0: none);
+    # a release and a force also MultiLock's marker and wake channel (the lock-delay key is
+    # their KEYS[9]); the cases call with fewer, as before
     op = fair_core._acquire_op(QTOKEN, META, 1000)
-    assert op.script is SCRIPTS["fair"]
-    assert op.keys == FULL_DELAY
+    assert op.script is SCRIPTS["fair_acquire"]
+    assert op.keys == QUEUE_DELAY
     assert sent(op.args) == sent((*facq(), 0))
-    assert op.encoded == (op.script.sha.encode(), b"9", *sent(FULL_DELAY))  # pre-encoded
+    assert op.encoded == (op.script.sha.encode(), b"7", *sent(QUEUE_DELAY))  # pre-encoded
     single = fair_core._acquire_op(QTOKEN, META, 0)  # a single try: waiter_ms 0
     assert sent(single.args) == sent((*facq(waiter_ms=0), 0))
     cancel = fair_core._cancel_op(QTOKEN)
-    assert (cancel.keys, cancel.encoded) == (FULL_DELAY, op.encoded)
-    assert sent(cancel.args) == sent(fair_args("cancel"))
+    assert cancel.script is SCRIPTS["fair_cancel"]
+    assert cancel.keys == QUEUE_DELAY
+    assert cancel.encoded == (cancel.script.sha.encode(), b"7", *sent(QUEUE_DELAY))
+    assert sent(cancel.args) == sent(fair_args())
     release = fair_core._fenced_release(QTOKEN, 7)
+    assert release.script is SCRIPTS["fair_release"]
     assert release.keys == FULL_DELAY
-    assert sent(release.args) == sent((*fair_args("release"), 7))
-    assert release.encoded == (op.script.sha.encode(), b"9", *sent(FULL_DELAY))
-    assert sent(fair_core._release_op(QTOKEN).args) == sent((*fair_args("release"), 0))
+    assert sent(release.args) == sent(fair_args(QTOKEN, 7))
+    assert release.encoded == (release.script.sha.encode(), b"9", *sent(FULL_DELAY))
+    assert sent(fair_core._release_op(QTOKEN).args) == sent(fair_args(QTOKEN, 0))
+    force = next(fair_core.force_flow())
+    assert isinstance(force, Eval)
+    assert force.script is SCRIPTS["fair_force"]
+    assert (force.keys, force.args) == (FULL_DELAY, ())
+    assert force.encoded == (force.script.sha.encode(), b"9", *sent(FULL_DELAY))

@@ -503,7 +503,7 @@ def test_a_name_used_by_two_kinds_names_both(r: redis.Redis) -> None:
     assert str(err).startswith("WRONGTYPE")
     assert (err.name, err.key) == ("shared", "redislock:{shared}")
     assert err.found == "a Semaphore"
-    assert err.wanted == "Lock or FairLock"  # the kinds that run fair.lua
+    assert err.wanted == "Lock or FairLock"  # the kinds that run fair_acquire.lua
     with pytest.raises(KindConflictError) as caught:
         MultiLock(r, ["other", "shared"], ttl=5).acquire(blocking=False)
     assert (caught.value.key, caught.value.wanted) == ("redislock:{shared}", "MultiLock")
@@ -514,7 +514,7 @@ def test_a_name_used_by_two_kinds_names_both(r: redis.Redis) -> None:
     assert lock.acquire(blocking=False)
     with pytest.raises(KindConflictError) as caught:
         RLock(r, "shared", ttl=5).acquire(blocking=False)
-    assert caught.value.wanted == "RLock, ReadWriteLock or Semaphore"
+    assert caught.value.wanted == "RLock or ReadWriteLock"  # the kinds that run hold_acquire_write
     assert caught.value.found.startswith("a Lock, FairLock, MultiLock, Redlock or MultiRedlock")
     lock.release()
 

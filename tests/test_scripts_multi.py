@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""multi.lua, MultiLock over names of one slot: its behaviour on a real redis-server
-through EVAL, case by case (the case format is in ``tests/scriptcases.py``)."""
+"""multi_acquire.lua, multi_release.lua, multi_extend.lua and multi_status.lua, MultiLock
+over names of one slot: their behaviour on a real redis-server through EVAL, case by case
+(the case format is in ``tests/scriptcases.py``)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ CASES = [
     # ---------------------------------------------------------------- multi: acquire
     Case(
         "multi-acquire-takes-every-name",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(),
         ["ok", 42, 43],  # one slot, one counter: each name gets the next token
@@ -66,7 +67,7 @@ CASES = [
     ),
     Case(
         "multi-acquire-busy-takes-nothing",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(marker_ms=0),
         ["busy", Between(4000, 5000), 2],
@@ -79,7 +80,7 @@ CASES = [
     ),
     Case(
         "multi-acquire-busy-waiting-marks-the-busy-name",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(marker_ms=1500),
         ["busy", Between(4000, 5000), 2],
@@ -92,7 +93,7 @@ CASES = [
     ),
     Case(
         "multi-acquire-retry-keeps-its-fence",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(),
         ["ok", 3, 10],
@@ -101,7 +102,7 @@ CASES = [
     ),
     Case(
         "multi-acquire-sent-again-renews-the-ttl",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(),
         ["ok", 3, 4],
@@ -118,7 +119,7 @@ CASES = [
     ),
     Case(
         "multi-acquire-key-without-ttl",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(marker_ms=0),
         ["busy", -1, 2],
@@ -127,7 +128,7 @@ CASES = [
     ),
     Case(
         "multi-acquire-other-kind-is-wrongtype",
-        "multi",
+        "multi_acquire",
         MACQ,
         macq(),
         Error(f"wrong kind of value (redislock key: {M2.lock})"),  # names the key
@@ -137,7 +138,7 @@ CASES = [
     # ---------------------------------------------------------------- multi: release
     Case(
         "multi-release-all-wakes-each-waited-name",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["ok", 2, 0],
@@ -151,7 +152,7 @@ CASES = [
     ),
     Case(
         "multi-release-wakes-the-first-live-queued-waiter",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["ok", 2, 0],
@@ -166,13 +167,13 @@ CASES = [
         after=[
             # one wake-up, tagged for the first live waiter only: not a grant ("try again")
             (("PUBLISHED", Q2.grant_for(QTHIRD)), [f"{FairKeys.tag(QTHIRD)}|0"]),
-            (("LRANGE", Q2.queue, 0, -1), [QOTHER, QTHIRD, QFOURTH]),  # fair.lua tidies it
+            (("LRANGE", Q2.queue, 0, -1), [QOTHER, QTHIRD, QFOURTH]),  # the queue's scripts tidy it
             *absent(M1.lock, M2.lock),
         ],
     ),
     Case(
         "multi-release-wakes-the-queued-waiter-on-its-process-channel",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["ok", 2, 0],
@@ -192,7 +193,7 @@ CASES = [
         # A queued token without a process tag has no channel: no wake-up is published
         # (run_case checks every channel), and the release is whole all the same.
         "multi-release-wakes-no-queued-token-without-a-process-tag",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["ok", 2, 0],
@@ -206,7 +207,7 @@ CASES = [
     ),
     Case(
         "multi-release-sent-again-answers-as-the-first",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["taken", 1, 2],
@@ -215,7 +216,7 @@ CASES = [
     ),
     Case(
         "multi-release-sent-again-after-another-took-a-name-answers-ok",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["ok", 2, 0],
@@ -224,7 +225,7 @@ CASES = [
     ),
     Case(
         "multi-release-another-tokens-memo-is-gone",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["gone", 0, 1],
@@ -232,7 +233,7 @@ CASES = [
     ),
     Case(
         "multi-release-leaves-another-owners-name",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["taken", 1, 2],
@@ -245,7 +246,7 @@ CASES = [
     ),
     Case(
         "multi-release-gone",
-        "multi",
+        "multi_release",
         MREL,
         multi_args("release"),
         ["gone", 1, 1],
@@ -255,7 +256,7 @@ CASES = [
     # ---------------------------------------------------------------- multi: extend, status
     Case(
         "multi-extend-add",
-        "multi",
+        "multi_extend",
         MLOCKS,
         multi_args("extend", ms=10000, mode="add"),
         ["ok", Between(14000, 15000), 0],
@@ -267,7 +268,7 @@ CASES = [
     ),
     Case(
         "multi-extend-add-remembers-its-op-id",
-        "multi",
+        "multi_extend",
         (*MLOCKS, M1.done),
         multi_args("extend", ms=10000, mode="add", op_id="0123456789abcdef", done_ms=DONE_MS),
         ["ok", Between(14000, 15000), 0],
@@ -280,7 +281,7 @@ CASES = [
     ),
     Case(
         "multi-extend-add-sent-again-adds-nothing",
-        "multi",
+        "multi_extend",
         (*MLOCKS, M1.done),
         multi_args("extend", ms=10000, mode="add", op_id="0123456789abcdef", done_ms=DONE_MS),
         ["ok", Between(4000, 5000), 0],
@@ -296,7 +297,7 @@ CASES = [
     ),
     Case(
         "multi-extend-max-never-shortens",
-        "multi",
+        "multi_extend",
         MLOCKS,
         multi_args("extend", ms=10000, mode="max"),
         ["ok", 10000, 0],
@@ -308,7 +309,7 @@ CASES = [
     ),
     Case(
         "multi-extend-set",
-        "multi",
+        "multi_extend",
         MLOCKS,
         multi_args("extend", ms=3000, mode="set"),
         ["ok", 3000, 0],
@@ -317,7 +318,7 @@ CASES = [
     ),
     Case(
         "multi-extend-one-gone-changes-nothing",
-        "multi",
+        "multi_extend",
         MLOCKS,
         multi_args("extend", ms=10000, mode="add"),
         ["gone", 0, 2],
@@ -326,7 +327,7 @@ CASES = [
     ),
     Case(
         "multi-status-ok",
-        "multi",
+        "multi_status",
         MLOCKS,
         multi_args("status"),
         ["ok", Between(4000, 5000), 0],
@@ -334,20 +335,20 @@ CASES = [
     ),
     Case(
         "multi-status-taken",
-        "multi",
+        "multi_status",
         MLOCKS,
         multi_args("status"),
         ["taken", 0, 1],
         setup=[mheld(M1, OTHER), mheld(M2)],
     ),
     Case(
-        "multi-unknown-op",
-        "multi",
+        "multi-status-gone",
+        "multi_status",
         MLOCKS,
-        multi_args("steal"),
-        Error("unknown multi op steal"),
-        setup=[mheld(M1, OTHER)],
-        after=[(("GET", M1.lock), f"{OTHER}|1|{META}")],
+        multi_args("status"),
+        ["gone", 0, 2],
+        setup=[mheld(M1)],
+        after=[(("GET", M1.lock), f"{TOKEN}|1|{META}"), *absent(M2.lock)],
     ),
 ]
 
@@ -358,22 +359,25 @@ def test_script_behaviour(r: redis.Redis, case: Case) -> None:
 
 
 def test_multi_keys_and_argv_are_laid_out_as_the_core_lays_them_out() -> None:
-    """The multi cases call the script exactly as MultiCore does."""
+    """The multi cases call the scripts exactly as MultiCore does."""
     base = base_core()
     core = MultiCore.from_base(base, ("job", "job}2"), "redislock:", False)
     (chunk,) = core.chunks
     op = core._op("acquire", chunk, TOKEN, ms=10000, meta=META, marker_ms=1500)
-    assert op.script is SCRIPTS["multi"]
+    assert op.script is SCRIPTS["multi_acquire"]
     assert (op.keys, op.args) == (MACQ, macq(marker_ms=1500))
     op = core._op("release", chunk, TOKEN)
+    assert op.script is SCRIPTS["multi_release"]
     assert (op.keys, op.args) == (MREL, multi_args("release"))
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="add")
-    op_id = str(op.args[7])
+    assert op.script is SCRIPTS["multi_extend"]
+    op_id = str(op.args[4])
     assert re.fullmatch(r"[0-9a-f]{16}", op_id)
-    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[7] != op_id  # per call
+    assert core._op("extend", chunk, TOKEN, ms=3000, mode="add").args[4] != op_id  # per call
     expected = multi_args("extend", ms=3000, mode="add", op_id=op_id, done_ms=DONE_MS)
     assert (op.keys, op.args) == ((*MLOCKS, M1.done), expected)
     op = core._op("extend", chunk, TOKEN, ms=3000, mode="max")
     assert (op.keys, op.args) == (MLOCKS, multi_args("extend", ms=3000, mode="max"))
     op = core._op("status", chunk, TOKEN)
+    assert op.script is SCRIPTS["multi_status"]
     assert (op.keys, op.args) == (MLOCKS, multi_args("status"))

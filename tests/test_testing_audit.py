@@ -483,11 +483,11 @@ def test_a_script_across_a_backward_server_clock_step_sets_a_ttl_within_both_tim
         count_script=lambda admin: None,
     )
     keys = LockKeys.for_name("n", "P")
-    sha = SCRIPTS["fair"].sha.encode()
+    shas = {op: SCRIPTS[f"fair_{op}"].sha.encode() for op in ("acquire", "release")}
 
     def script(t: float, op: str, token: str) -> MonitorLine:
-        argv = (op.encode(), token.encode())
-        return MonitorLine(t, 0, "unix:/s", (b"EVALSHA", sha, b"1", keys.lock.encode(), *argv))
+        line = (b"EVALSHA", shas[op], b"1", keys.lock.encode(), token.encode())
+        return MonitorLine(t, 0, "unix:/s", line)
 
     def grant(t: float, token: str, fence: int) -> MonitorLine:
         value = f"{token}|{fence}|h|1|1".encode()

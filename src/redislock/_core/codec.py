@@ -6,8 +6,8 @@ Python writes only the holder metadata; the Lua scripts put it into the stored v
     holder metadata   "<host>|<pid>|<acquired_unix_ms>"         (ARGV "meta" of every script)
     lock value        "<token>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       the string at ``P{N}`` of a Lock, a FairLock or a MultiLock name
-                      (lock_acquire.lua, fair.lua, multi.lua); ``<fence>`` is the holder's
-                      fencing token
+                      (lock_acquire.lua, fair_acquire.lua, multi_acquire.lua); ``<fence>``
+                      is the holder's fencing token
     hold value        "<mode>|<count>|<expires_ms>|<fence>|<host>|<pid>|<acquired_unix_ms>"
                       one field of the hash at ``P{N}`` per hold (RLock, ReadWriteLock,
                       Semaphore; the field is the owner token; see _hold.lua)

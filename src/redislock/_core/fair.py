@@ -3,8 +3,9 @@
 
 Source: Redisson's ``RedissonFairLock`` (a queue of waiters with timeouts), changed so each
 waiter renews a short waiter lease while it waits and a release grants the lock to the next
-live waiter itself (``scripts/fair.lua``). While nobody is queued, an acquire and a release
-are Lock's single round trips (SET NX + INCR, compare-and-delete), in the same script. The
+live waiter itself (``scripts/fair_acquire.lua``, ``fair_release.lua``, ``fair_cancel.lua``,
+``fair_force.lua``). While nobody is queued, an acquire and a release are Lock's single round
+trips (SET NX + INCR, compare-and-delete), in the same scripts. The
 lock key, fencing counter, extend, status and renewal are :class:`LockCore`'s: a held
 FairLock looks exactly like a held Lock. Lock is this core with the default waiter lease
 and no queue limit; FairLock sets both.
@@ -31,14 +32,15 @@ from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyErro
 
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
-_FAIR = SCRIPTS["fair"]
-_RELEASE_OP: Final = b"release"
-_FORCE_OP: Final = b"force"
+_ACQUIRE = SCRIPTS["fair_acquire"]
+_RELEASE = SCRIPTS["fair_release"]
+_CANCEL = SCRIPTS["fair_cancel"]
+_FORCE = SCRIPTS["fair_force"]
 NO_QUEUE_LIMIT: Final = 0
 """``queue_max`` of a Lock: its queue takes any number of waiters."""
 WAKE: Final = 0
 """The fence of a message ``<tag>|0`` on the grant channel: the waiter of that tag was woken
-without a grant (multi.lua's release of a name it waits for) and tries again at once. A
+without a grant (multi_release.lua's release of a name it waits for) and tries again at once. A
 grant carries the fencing token (>= 1)."""
 RECHECK_QUEUED: Final = 30.0
 """Longest wait, in seconds, of a queued waiter between its own tries (a random part of it,
@@ -59,7 +61,7 @@ def _encoded_args(
 @dataclass(slots=True)
 class FairCore(LockCore):
     """A :class:`LockCore` whose acquire queues and whose release hands off (and which
-    takes a ``lock_delay``: fair.lua honours and writes the delay key)."""
+    takes a ``lock_delay``: fair_acquire.lua honours and writes the delay key)."""
 
     _LOCK_DELAY: ClassVar[bool] = True
 
@@ -71,15 +73,21 @@ class FairCore(LockCore):
     kind: str = "FairLock"
     """The public class, for messages."""
     _queue_keys: tuple[str, ...] = field(init=False)
-    """fair.lua's KEYS for acquire and cancel (built once per object): all nine, as
-    :attr:`_end_keys`, so that every acquire honours a lock-delay (KEYS[9])."""
+    """fair_acquire.lua's and fair_cancel.lua's KEYS (built once per object): the queue's
+    five, the slot's release ring and the lock-delay key, so that every acquire honours a
+    lock-delay (KEYS[7])."""
     _end_keys: tuple[str, ...] = field(init=False)
-    """fair.lua's KEYS for release and force: also the slot's release ring, MultiLock's
-    marker and wake channel, and the lock-delay key."""
-    _queue_head: tuple[bytes, ...] = field(init=False)
-    """EVALSHA's sha, numkeys and :attr:`_queue_keys`, encoded once (see ``Eval.encoded``)."""
-    _end_head: tuple[bytes, ...] = field(init=False)
-    """The same for :attr:`_end_keys`."""
+    """fair_release.lua's and fair_force.lua's KEYS: the queue's five, the slot's release
+    ring, MultiLock's marker and wake channel, and the lock-delay key."""
+    _acquire_head: tuple[bytes, ...] = field(init=False)
+    """EVALSHA's sha, numkeys and :attr:`_queue_keys` of fair_acquire.lua, encoded once (see
+    ``Eval.encoded``)."""
+    _cancel_head: tuple[bytes, ...] = field(init=False)
+    """The same of fair_cancel.lua."""
+    _release_head: tuple[bytes, ...] = field(init=False)
+    """The same of fair_release.lua, with :attr:`_end_keys`."""
+    _force_head: tuple[bytes, ...] = field(init=False)
+    """The same of fair_force.lua, with :attr:`_end_keys`."""
     _acquire_args: tuple[bytes, bytes, bytes, bytes] = field(init=False)
     """lease_ms, waiter_ms (of a waiter that queues), queue_max and delay_ms, encoded once."""
 
@@ -87,10 +95,13 @@ class FairCore(LockCore):
         k = self.fkeys = FairKeys.of(self.keys.lock, self.keys.fence)
         own = (k.lock, k.fence, k.queue, k.leases, k.info)
         lk = self.keys
-        self._end_keys = (*own, lk.ring, lk.wait, lk.wake, delay_key(lk.lock))
-        self._queue_keys = self._end_keys
-        self._end_head = encoded(_FAIR, self._end_keys)
-        self._queue_head = self._end_head
+        delay = delay_key(lk.lock)
+        self._queue_keys = (*own, lk.ring, delay)
+        self._end_keys = (*own, lk.ring, lk.wait, lk.wake, delay)
+        self._acquire_head = encoded(_ACQUIRE, self._queue_keys)
+        self._cancel_head = encoded(_CANCEL, self._queue_keys)
+        self._release_head = encoded(_RELEASE, self._end_keys)
+        self._force_head = encoded(_FORCE, self._end_keys)
         self._acquire_args = _encoded_args(
             self.lease_ms, self.waiter_lease, self.queue_max, self.lock_delay_ms
         )
@@ -104,18 +115,17 @@ class FairCore(LockCore):
         return cls(**fields, waiter_lease=waiter_lease, queue_max=queue_max, kind=kind)
 
     def _acquire_op(self, token: str, meta: str, waiter_ms: int) -> Eval:
-        """fair.lua's acquire: KEYS lock, fence, queue, waiter leases, waiter info, release
-        ring, MultiLock's marker and wake channel, lock-delay key; ARGV op, token, lease_ms,
-        meta, waiter_ms (0: a single try; else this core's waiter lease),
-        queue_max, delay_ms (0: none). The constant ones go as bytes, encoded once
-        (redis-py sends bytes as they are)."""
+        """fair_acquire.lua: KEYS lock, fence, queue, waiter leases, waiter info, release
+        ring, lock-delay key; ARGV token, lease_ms, meta, waiter_ms (0: a single try; else
+        this core's waiter lease), queue_max, delay_ms (0: none). The constant ones go as
+        bytes, encoded once (redis-py sends bytes as they are)."""
         lease, waiter, most, delay = self._acquire_args
-        args = (b"acquire", token, lease, meta, waiter if waiter_ms else b"0", most, delay)
-        return Eval(_FAIR, self._queue_keys, args, self._queue_head)
+        args = (token, lease, meta, waiter if waiter_ms else b"0", most, delay)
+        return Eval(_ACQUIRE, self._queue_keys, args, self._acquire_head)
 
     def _cancel_op(self, token: str) -> Eval:
-        """fair.lua's cancel: the acquire's KEYS; ARGV op, token."""
-        return Eval(_FAIR, self._queue_keys, (b"cancel", token), self._queue_head)
+        """fair_cancel.lua: the acquire's KEYS; ARGV token."""
+        return Eval(_CANCEL, self._queue_keys, (token,), self._cancel_head)
 
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
@@ -130,7 +140,7 @@ class FairCore(LockCore):
         name, :data:`WAKE`) makes it try again at once.
 
         A grant message is trusted only if its fencing token is above the counter the
-        waiter's last try saw (fair.lua's busy reply): the grant then came after that try,
+        waiter's last try saw (fair_acquire.lua's busy reply): the grant then came after that try,
         so the lock is this waiter's until its lease, counted from the try, ends. (An older
         grant, seen late, may be of a hold that ended before that try: the try said busy.)
         The counter is the name's hash slot's, shared with the other names of the slot, so
@@ -278,12 +288,12 @@ class FairCore(LockCore):
         return self._fenced_release(token, 0)
 
     def _fenced_release(self, token: str, fence: int) -> Eval:
-        """fair.lua's release with the slot's release ring (a release sent again after a
+        """fair_release.lua with the slot's release ring (a release sent again after a
         lost reply answers "ok" even though the lock was handed on meanwhile: ``fence``'s
         bit is set) and MultiLock's waiters marker and wake channel (a waiting MultiLock is
-        woken): ARGV op, token, fence (the hold's fencing token, 0 if not known)."""
-        args = (_RELEASE_OP, token, b"%d" % fence)
-        return Eval(_FAIR, self._end_keys, args, self._end_head)
+        woken): ARGV token, fence (the hold's fencing token, 0 if not known)."""
+        args = (token, b"%d" % fence)
+        return Eval(_RELEASE, self._end_keys, args, self._release_head)
 
     def abandon_flow(self, token: str) -> Flow[None]:
         """Leave the queue; if the lock was granted to ``token`` meanwhile, release it (which
@@ -295,8 +305,8 @@ class FairCore(LockCore):
     def force_flow(self) -> Flow[int]:
         """Operator override: delete the lock whoever holds it and grant the next waiter
         (and wake a waiting MultiLock); 1 if a lock key was deleted, plus 2 if a lock-delay
-        was ended (fair.lua's force)."""
-        return as_int((yield Eval(_FAIR, self._end_keys, (_FORCE_OP, b""), self._end_head)))
+        was ended (fair_force.lua)."""
+        return as_int((yield Eval(_FORCE, self._end_keys, (), self._force_head)))
 
 
 def _granted_fence(payload: str | None, tag: str) -> int:

@@ -22,7 +22,7 @@ For a lock named ``N`` with prefix ``P`` (default ``redislock:``)::
     P{N}:delay    a hold's lock-delay (``lock_delay=``): string "<delay_ms>" with PX = the
                   lock's TTL + the delay, written and moved with the lock key, deleted with
                   it by a release; while it outlives the lock key (the hold ended without a
-                  release), nobody takes the lock (see ``scripts/fair.lua``)
+                  release), nobody takes the lock (see ``scripts/fair_acquire.lua``)
     P{N}:once:K   ``Once``'s record of period ``K`` (a string, with a TTL until the period's
                   end; see :mod:`redislock._core.once`); ``K`` has no braces
 
@@ -223,7 +223,8 @@ class HoldKeys(NamedTuple):
 
 
 class FairKeys(NamedTuple):
-    """The Redis keys of a FairLock; see fair.lua. ``lock`` and ``fence`` are as for Lock."""
+    """The Redis keys of a FairLock; see fair_acquire.lua. ``lock`` and ``fence`` are as for
+    Lock."""
 
     lock: str
     fence: str
@@ -254,11 +255,11 @@ class FairKeys(NamedTuple):
 
     def grant_for(self, token: str) -> str:
         """The channel a grant to waiter ``token`` (one of
-        ``redislock._core.lock.queue_token``'s) is published on (fair.lua's
+        ``redislock._core.lock.queue_token``'s) is published on (_queue.lua's
         ``grant_channel``): ``<grant>:<process tag>``, so only the waiting process is woken.
 
         Raises:
-            ValueError: ``token`` has no process tag (fair.lua publishes no grant for it).
+            ValueError: ``token`` has no process tag (no grant is published for it).
         """
         head, dot, _ = token.partition(".")
         if not dot:
@@ -267,7 +268,7 @@ class FairKeys(NamedTuple):
 
     @staticmethod
     def tag(token: str) -> str:
-        """What a grant to ``token`` is tagged with on the grant channel (as fair.lua
+        """What a grant to ``token`` is tagged with on the grant channel (as _queue.lua
         computes it): a token is a secret, and any subscriber sees the channel."""
         return hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
 

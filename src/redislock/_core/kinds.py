@@ -214,16 +214,27 @@ class KindSpec:
 
     @property
     def queues(self) -> bool:
-        """Its waiters queue in ``fair.lua``'s queue, each with a waiter lease (the
+        """Its waiters queue in ``fair_acquire.lua``'s queue, each with a waiter lease (the
         ``waiter_lease`` option)."""
-        return "fair" in self.scripts
+        return "fair_acquire" in self.scripts
 
 
 _SUBSCRIBES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS")
 _HOLD_SCRIPTS = ("hold_extend", "hold_status", "hold_leave")
 _WRITE_SCRIPTS = ("hold_acquire_write", "hold_reenter", "hold_release", *_HOLD_SCRIPTS)
 _PERMIT_SCRIPTS = ("hold_acquire_permit", "hold_release_permit", "hold_count", *_HOLD_SCRIPTS)
-_LEASE_SCRIPTS = ("fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep")
+_FAIR_SCRIPTS = ("fair_acquire", "fair_release", "fair_cancel")
+"""The queue's scripts a Lock's or FairLock's objects run (``fair_force`` too: the operator's
+force-release of their core)."""
+_LEASE_SCRIPTS = (
+    *_FAIR_SCRIPTS,
+    "fair_force",
+    "lock_extend",
+    "lock_renew",
+    "lock_status",
+    "waiter_keep",
+)
+_MULTI_SCRIPTS = ("multi_acquire", "multi_release", "multi_extend", "multi_status")
 
 KINDS: Final = (
     KindSpec(
@@ -283,7 +294,7 @@ KINDS: Final = (
     KindSpec(
         "MultiLock",
         stored="lock",
-        scripts=("multi",),
+        scripts=_MULTI_SCRIPTS,
         commands=_SUBSCRIBES,
         acl_profile="MultiLock",
         holder=True,
@@ -303,7 +314,7 @@ KINDS: Final = (
     KindSpec(
         "MultiRedlock",
         stored="lock",
-        scripts=("multi", "redlock_fence"),
+        scripts=(*_MULTI_SCRIPTS, "redlock_fence"),
         commands=("EVALSHA", "EVAL", "EXISTS", "INFO"),
         acl_profile="MultiRedlock",
         holder=True,
@@ -315,7 +326,7 @@ KINDS: Final = (
         "Election",
         stored="lock",
         scripts=(
-            "fair",
+            *_FAIR_SCRIPTS,
             "lock_extend",
             "lock_status",
             "waiter_keep",

@@ -8,7 +8,7 @@ global order, one atomic script per chunk of names, and a client that finds a na
 gives back every chunk it took before it waits. Redisson's ``RedissonMultiLock`` (unlock
 all on failure) is the closest peer.
 
-Every name is an ordinary :class:`~redislock.Lock` key (``scripts/multi.lua`` writes Lock's
+Every name is an ordinary :class:`~redislock.Lock` key (``scripts/multi_acquire.lua`` writes Lock's
 value, TTL and fencing counter), so a ``Lock`` and a ``MultiLock`` on a shared name exclude
 each other and share one fencing sequence per name.
 
@@ -69,7 +69,8 @@ __all__ = [
     "plan",
 ]
 
-_MULTI = SCRIPTS["multi"]
+_SCRIPTS: Final = {op: SCRIPTS[f"multi_{op}"] for op in ("acquire", "release", "extend", "status")}
+"""MultiLock's script of each operation (``scripts/multi_<op>.lua``)."""
 
 CHUNK: Final = 1000
 """Names per script call at most (about a millisecond of Redis time per chunk)."""
@@ -200,14 +201,16 @@ class MultiCore(LockCore):
         marker_ms: int | str = "",
         mode: str = "",
     ) -> Eval:
-        """multi.lua's KEYS and ARGV for ``op`` on ``chunk``: a release is remembered in a
-        done key for :data:`DONE_MS`, and an "add" extend carries a fresh op id, so the same
-        call sent again by the client's retry answers as the first did."""
+        """The call of ``op``'s script (``multi_<op>.lua``) on ``chunk``, its KEYS and ARGV:
+        a release is remembered in a done key for :data:`DONE_MS`, and an "add" extend
+        carries a fresh op id, so the same call sent again by the client's retry answers as
+        the first did."""
         locks = chunk.locks
-        op_id: str = ""
-        done_ms: int | str = ""
+        script = _SCRIPTS[op]
+        args: tuple[str | int, ...]
         if op == "acquire":
             keys = tuple(k for lock in locks for k in (lock, fence_key(lock), lock + ":wait"))
+            args = (token, ms, meta, marker_ms)
         elif op == "release":  # with each name's queue of Lock / FairLock waiters
             queued = [FairKeys.of(lock) for lock in locks]
             keys = tuple(
@@ -215,16 +218,15 @@ class MultiCore(LockCore):
                 for lock, q in zip(locks, queued, strict=True)
                 for k in (lock, lock + ":wait", lock + ":wake", lock + ":done", q.queue, q.leases)
             )
-            done_ms = DONE_MS
+            args = (token, DONE_MS, GRANT_SUFFIX)
         elif op == "extend" and mode == "add":
             keys = (*locks, locks[0] + ":done")
-            op_id, done_ms = new_op_id(), DONE_MS
+            args = (token, len(locks), ms, mode, new_op_id(), DONE_MS)
+        elif op == "extend":
+            keys, args = locks, (token, len(locks), ms, mode)
         else:
-            keys = locks
-        args = (op, len(locks), token, ms, meta, marker_ms, mode, op_id, done_ms)
-        if op == "release":
-            return Eval(_MULTI, keys, (*args, GRANT_SUFFIX))
-        return Eval(_MULTI, keys, args)
+            keys, args = locks, (token,)
+        return Eval(script, keys, args)
 
     def _release_chunks(self, chunks: Iterable[Chunk], token: str) -> Flow[None]:
         """Give back ``chunks`` (owner-checked: names not ours are not touched); every chunk

@@ -88,19 +88,21 @@ class Wait(NamedTuple):
 
 @dataclass(eq=False, slots=True)
 class Keep:
-    """A queued waiter's lease (Lock's and FairLock's queue, ``fair.lua``), kept alive by
-    its process while the waiter blocks in a :class:`Wait`.
+    """A queued waiter's lease (Lock's and FairLock's queue, ``fair_acquire.lua``), kept
+    alive by its process while the waiter blocks in a :class:`Wait`.
 
     The process renews the leases of all its waiters on one client together, one
     ``waiter_keep.lua`` call per :data:`redislock._core.wake.KEEP_BATCH` waiters (per hash
-    slot on a Cluster), every :attr:`every` seconds: waiting costs no try of ``fair.lua``'s
-    acquire. A waiter that the call finds granted, first in line on a free lock, or no longer
-    queued is woken with ``<tag>|<fence>`` (its grant) or ``<tag>|0`` (try again now), as a
-    message on its channel would wake it; see :mod:`redislock._core.wake`.
+    slot on a Cluster), every :attr:`every` seconds: waiting costs no try of
+    ``fair_acquire.lua``. A waiter that the call finds granted, first in line on a free
+    lock, or no longer queued is woken with ``<tag>|<fence>`` (its grant) or ``<tag>|0``
+    (try again now), as a message on its channel would wake it; see
+    :mod:`redislock._core.wake`.
     """
 
     keys: tuple[str, str, str, str]
-    """The lock key, queue, waiter leases and waiter info (``fair.lua``'s KEYS 1, 3, 4, 5)."""
+    """The lock key, queue, waiter leases and waiter info (``fair_acquire.lua``'s KEYS 1, 3, 4,
+    5)."""
     token: str
     waiter_ms: int
     """The waiter lease, milliseconds."""

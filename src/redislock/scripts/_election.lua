@@ -2,7 +2,7 @@
 -- into each one where it says "-- include: _election.lua", after "-- include: _acl.lua" (uses
 -- its bad() and failed()); not a script of its own. Functions only: every key is a parameter,
 -- which each script passes from its own KEYS[n].
--- The lock key is a Lock's (fair.lua; value "<token>|<fence>|<meta>"); the leader key, in the
+-- The lock key is a Lock's (fair_acquire.lua; value "<token>|<fence>|<meta>"); the leader key, in the
 -- same hash slot ("<lock key>:leader"), is "<term>|<identity>|<value>", where term is the
 -- leader's fence. Every change is PUBLISHed on the channel named like the leader key, as
 -- "L|<term>|<identity>|<value>" (a new leader or a proclaim) or "L|0" (the leader resigned).

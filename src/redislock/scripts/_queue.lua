@@ -1,7 +1,8 @@
--- _queue: shared by fair.lua and multi.lua, written into each one where it says
+-- _queue: shared by the scripts of Lock's and FairLock's queue (fair_*.lua, _fair.lua) and
+-- multi_release.lua, written into each one where it says
 -- "-- include: _queue.lua" (redislock._core.scripts); not a script of its own.
--- A queued waiter of a name (Lock, FairLock: fair.lua) waits for a message tagged with the
--- first 20 hex digits of sha1(token) (FairKeys.tag; never the token: it is a secret, and
+-- A queued waiter of a name (Lock, FairLock: fair_acquire.lua) waits for a message tagged
+-- with the first 20 hex digits of sha1(token) (FairKeys.tag; never the token: it is a secret, and
 -- any subscriber sees the channel), through its process's shared subscription
 -- (redislock._core.wake), on its process's grant CHANNEL of the name: a waiter's token is
 -- "<process tag>.<secret>" (redislock._core.lock.queue_token), and the channel is

@@ -3,9 +3,9 @@
 -- KEYS[2] done key      optional, with ARGV[4]: string "<token>|<op_id>", the last "add" extend
 --                       of this name (the same key as lock_release.lua's), PX ARGV[5]
 -- KEYS[3] delay key     optional, with ARGV[7] (and KEYS[2]): the hold's lock-delay key
---                       (fair.lua's KEYS[10]); an extend that worked sets it to "<delay_ms>"
---                       with PXAT = the lock key's new deadline + delay_ms (one TIME for
---                       both), so it outlives the lease by exactly the delay
+--                       (fair_acquire.lua's KEYS[7]); an extend that worked sets it to
+--                       "<delay_ms>" with PXAT = the lock key's new deadline + delay_ms
+--                       (one TIME for both), so it outlives the lease by exactly the delay
 -- ARGV[1] token         owner token
 -- ARGV[2] ms            milliseconds (integer >= 1)
 -- ARGV[3] mode          "add": new TTL = remaining TTL + ms;  "set": new TTL = ms;

@@ -2,8 +2,8 @@
 -- KEYS[1] lock key
 -- KEYS[2] waiters key
 -- KEYS[3] wake channel  PUBLISHed "*" when someone waits (see lock_release.lua)
--- KEYS[4] delay key     optional: the hold's lock-delay key (fair.lua's KEYS[10]), DELeted
---                       with the lock key: an operator's override ends the lock-delay too
+-- KEYS[4] delay key     optional: the hold's lock-delay key (fair_release.lua's KEYS[9]),
+--                       DELeted with the lock key: an operator's override ends it too
 -- ARGV: none
 -- returns 1 if a lock key was deleted, plus 2 if a lock-delay (KEYS[4]) was ended: 0..3
 --         error "NOPERM redislock: <COMMAND> ..."   the ACL refused a command; the lock key
@@ -12,13 +12,10 @@
 -- while the operator is told it failed.
 
 -- include: _acl.lua
+-- include: _wake.lua
 
-local r = redis.pcall('EXISTS', KEYS[2])
-if bad(r) then return failed('EXISTS', r) end
-if r == 1 then
-  r = redis.pcall('PUBLISH', KEYS[3], '*')
-  if bad(r) then return failed('PUBLISH', r) end
-end
+local r = wake_marked(KEYS[2], KEYS[3])
+if r then return r end
 local ended = 0
 if KEYS[4] then  -- before the lock key: a refusal leaves the lock key untouched
   ended = redis.pcall('DEL', KEYS[4])

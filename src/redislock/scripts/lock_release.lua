@@ -6,7 +6,7 @@
 --                       a key of the name's hash tag, never written as one
 -- KEYS[4] done key      optional: string "<token>", the last release of this name, PX ARGV[2]
 --                       (Redlock's masters; Lock, FairLock and the drop-ins have the slot's
---                       release ring instead: fair.lua, compat_release.lua)
+--                       release ring instead: fair_release.lua, compat_release.lua)
 -- ARGV[1] token         owner token
 -- ARGV[2] done_ms       with KEYS[4]: how long the done key remembers this release, milliseconds
 --                       (the window in which a client may send the same release again)
@@ -21,6 +21,7 @@
 -- holder is never told "refused" while its key is gone.
 
 -- include: _acl.lua
+-- include: _wake.lua
 
 local v = redis.pcall('GET', KEYS[1])
 if bad(v) then return failed('GET', v) end
@@ -35,12 +36,8 @@ if not mine then
   end
   return v and 'taken' or 'gone'
 end
-local r = redis.pcall('EXISTS', KEYS[2])
-if bad(r) then return failed('EXISTS', r) end
-if r == 1 then
-  r = redis.pcall('PUBLISH', KEYS[3], '*')
-  if bad(r) then return failed('PUBLISH', r) end
-end
+local r = wake_marked(KEYS[2], KEYS[3])
+if r then return r end
 if KEYS[4] then
   r = redis.pcall('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
   if bad(r) then return failed('SET', r) end

@@ -1,5 +1,6 @@
 -- once_record: write the record of a job's run for one period, only while the writer still holds the lock.
--- KEYS[1] lock key     P{N}: the Lock of the name, "<token>|<fence>|<meta>" (see fair.lua)
+-- KEYS[1] lock key     P{N}: the Lock of the name, "<token>|<fence>|<meta>"
+--                      (see fair_acquire.lua)
 -- KEYS[2] record key   P{N}:once:<period key>: string "<fence>|<host>|<pid>|<unix_ms>"
 -- ARGV[1] token        the lock holder's owner token
 -- ARGV[2] record       the record to write, "<fence>|<host>|<pid>|<unix_ms>"

@@ -29,7 +29,7 @@ class FairLock(Lock):
     runs out (about one second by default), a waiter that times out leaves the queue, and
     the queue holds at most ``queue_max`` waiters. Algorithm: Redisson's
     ``RedissonFairLock`` (a queue of waiters with timeouts), with renewed waiter leases
-    and a hand-off in the release script (``scripts/fair.lua``).
+    and a hand-off in the release script (``scripts/fair_release.lua``).
 
     A non-blocking try (``blocking=False`` or ``timeout=0``) never jumps the queue: it
     fails while anybody is queued. A waiter that dies less than one waiter lease before its

@@ -78,8 +78,14 @@ LIBRARY: Final = {
     },
     "hold_count": ScriptInfo("hold_count", None, None, frozenset(), owns_nothing=True),
     "hold_force": ScriptInfo("hold_force", None, None, frozenset()),
-    "fair": ScriptInfo("fair", 0, 1, frozenset({"force"})),
-    "multi": ScriptInfo("multi", 0, 2, frozenset()),
+    "fair_acquire": ScriptInfo("fair_acquire", None, 0, frozenset()),
+    "fair_release": ScriptInfo("fair_release", None, 0, frozenset()),
+    "fair_cancel": ScriptInfo("fair_cancel", None, 0, frozenset()),
+    "fair_force": ScriptInfo("fair_force", None, None, frozenset()),  # an operator override
+    "multi_acquire": ScriptInfo("multi_acquire", None, 0, frozenset()),
+    "multi_release": ScriptInfo("multi_release", None, 0, frozenset()),
+    "multi_extend": ScriptInfo("multi_extend", None, 0, frozenset()),
+    "multi_status": ScriptInfo("multi_status", None, 0, frozenset()),
 }
 # Other library scripts (redlock_fence, fenced_write) never touch a lock key: their
 # writes are tracked but not audited. lock_renew (the watchdogs' renewal of many Lock holds

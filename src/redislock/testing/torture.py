@@ -290,16 +290,16 @@ def _server_version(binary: str) -> tuple[int, ...]:
 
 
 HANDOFF_SCENARIOS = tuple(row.torture for row in KINDS if row.torture and row.queues)
-"""Scenarios whose waiters queue in fair.lua (the kinds table's rows that run it): Lock and
+"""Scenarios whose waiters queue in fair_acquire.lua (the kinds table's rows that run it): Lock and
 FairLock, and the Lock an Election's contenders and a Once's callers wait for."""
 
 
 def handoff_allowance(scenario: str) -> float:
     """The ``handoff`` of :func:`~redislock.testing.checkers.leases_alive_after_death` for a
-    scenario, in seconds: a killed waiter of fair.lua's queue is skipped one waiter lease
-    after it stopped renewing, and until then a release may hand it the lock (a torture run
-    of the ``election`` scenario saw a contender granted 0.85 s after its death); 0 for the
-    kinds without hand-off."""
+    scenario, in seconds: a killed waiter of the queue (fair_acquire.lua) is skipped one
+    waiter lease after it stopped renewing, and until then a release may hand it the lock (a
+    torture run of the ``election`` scenario saw a contender granted 0.85 s after its
+    death); 0 for the kinds without hand-off."""
     return DEFAULT_WAITER_LEASE if scenario in HANDOFF_SCENARIOS else 0.0
 
 

@@ -40,10 +40,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from redislock._core import validate
 from redislock._core.lock import DONE_MS, Holding, LockCore, new_token
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
-from redislock.errors import LockConfigError, LockLostError, LockUsageError, UnexpectedReplyError
+from redislock.errors import LockLostError, LockUsageError, UnexpectedReplyError
 
 __all__ = [
     "BARRIER_SUFFIX",
@@ -76,11 +77,7 @@ MAX_PARTIES: Final = 1_000_000
 
 def check_parties(value: object) -> int:
     """A party count: an int from 1 to 1,000,000 (raises :class:`LockConfigError`)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LockConfigError(f"parties must be an int, got {value!r}")
-    if not 1 <= value <= MAX_PARTIES:
-        raise LockConfigError(f"parties must be between 1 and {MAX_PARTIES}, got {value}")
-    return value
+    return validate.check_int("parties", value, 1, MAX_PARTIES)
 
 
 @dataclass(frozen=True, slots=True)

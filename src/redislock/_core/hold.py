@@ -39,7 +39,6 @@ from redislock._core.lock import (
 from redislock._core.ops import Call, Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
-    LockConfigError,
     LockLostError,
     LockUsageError,
     NotOwnedError,
@@ -62,11 +61,7 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
     """Validate a permit count: an int in 1..1,000,000 (or None when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LockConfigError(f"permits must be an int, got {value!r}")
-    if not 1 <= value <= MAX_PERMITS:
-        raise LockConfigError(f"permits must be between 1 and {MAX_PERMITS}, got {value}")
-    return value
+    return validate.check_int("permits", value, 1, MAX_PERMITS)
 
 
 def hold_roles(op: str, mode: str, *, reenter: bool = False, marker_ms: int = 0) -> str:

@@ -135,7 +135,6 @@ class KindSpec:
             profile has every command they run.
         commands: the commands it sends itself, besides its scripts (in capitals): the rest
             of its ACL profile.
-        acl_profile: its section of ``docs/acl.md`` (``### <acl_profile>``).
         holder: its objects hold a lease themselves (a :class:`~redislock._handle.Holder`:
             acquire/release or enter/leave); False for a kind that hands out its holders
             (``parts``) or holds nothing (a latch).
@@ -160,7 +159,6 @@ class KindSpec:
     stored: StoredCode | None
     scripts: tuple[str, ...]
     commands: tuple[str, ...]
-    acl_profile: str
     holder: bool
     parts: tuple[Part, ...] = ()
     lock_api: bool = True
@@ -171,6 +169,11 @@ class KindSpec:
     torture: str | None = None
     uses: str | None = None
     module: str = "redislock"
+
+    @property
+    def acl_profile(self) -> str:
+        """Its section of ``docs/acl.md`` (``### <acl_profile>``): its :attr:`name`."""
+        return self.name
 
     @property
     def asyncio_name(self) -> str:
@@ -199,7 +202,9 @@ class KindSpec:
         return "fair" in self.scripts
 
 
-_SUBSCRIBES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS")
+_WAKES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE")  # scripts and the wake-up channel
+_SUBSCRIBES = (*_WAKES, "EXISTS")
+_MASTER = ("EVALSHA", "EVAL", "EXISTS", "INFO")  # a Redlock master's
 _LEASE_SCRIPTS = ("fair", "lock_extend", "lock_renew", "lock_status", "waiter_keep")
 
 KINDS: Final = (
@@ -208,7 +213,6 @@ KINDS: Final = (
         stored="lock",
         scripts=_LEASE_SCRIPTS,
         commands=_SUBSCRIBES,
-        acl_profile="Lock",
         holder=True,
         torture="lock",
     ),
@@ -217,7 +221,6 @@ KINDS: Final = (
         stored="rlock",
         scripts=("hold",),
         commands=_SUBSCRIBES,
-        acl_profile="RLock",
         holder=True,
         hold_mode="w",
         article="an",
@@ -228,7 +231,6 @@ KINDS: Final = (
         stored="rwlock",
         scripts=("hold",),
         commands=_SUBSCRIBES,
-        acl_profile="ReadWriteLock",
         holder=False,
         parts=(
             Part("WriteLock", "write", mode="w", found="a ReadWriteLock's writer"),
@@ -243,7 +245,6 @@ KINDS: Final = (
         stored="semaphore",
         scripts=("hold",),
         commands=(*_SUBSCRIBES, "SET", "DEL"),  # set_permits
-        acl_profile="Semaphore",
         holder=False,
         parts=(Part("Permit", "acquire", mode="p", found="a Semaphore"),),
         torture="semaphore",
@@ -253,7 +254,6 @@ KINDS: Final = (
         stored="fair",
         scripts=_LEASE_SCRIPTS,
         commands=_SUBSCRIBES,
-        acl_profile="FairLock",
         holder=True,
         torture="fairlock",
     ),
@@ -262,7 +262,6 @@ KINDS: Final = (
         stored="lock",
         scripts=("multi",),
         commands=_SUBSCRIBES,
-        acl_profile="MultiLock",
         holder=True,
         names="several",
         torture="multilock",
@@ -271,8 +270,7 @@ KINDS: Final = (
         "Redlock",
         stored="lock",
         scripts=("lock_acquire", "lock_release", "lock_extend", "lock_status", "redlock_fence"),
-        commands=("EVALSHA", "EVAL", "EXISTS", "INFO"),
-        acl_profile="Redlock",
+        commands=_MASTER,
         holder=True,
         clients="masters",
         torture="redlock",
@@ -281,8 +279,7 @@ KINDS: Final = (
         "MultiRedlock",
         stored="lock",
         scripts=("multi", "redlock_fence"),
-        commands=("EVALSHA", "EVAL", "EXISTS", "INFO"),
-        acl_profile="MultiRedlock",
+        commands=_MASTER,
         holder=True,
         clients="masters",
         names="several",
@@ -292,8 +289,7 @@ KINDS: Final = (
         "Election",
         stored="lock",
         scripts=("fair", "lock_extend", "lock_status", "waiter_keep", "election"),
-        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
-        acl_profile="Election",
+        commands=_WAKES,
         holder=True,
         lock_api=False,
         torture="election",
@@ -304,7 +300,6 @@ KINDS: Final = (
         stored="lock",
         scripts=(*_LEASE_SCRIPTS, "once_record"),
         commands=(*_SUBSCRIBES, "GET"),  # GET: the period's record, before the lock
-        acl_profile="Once",
         holder=False,
         lock_api=False,
         torture="once",
@@ -315,7 +310,6 @@ KINDS: Final = (
         stored="lock",  # its lock key is the name itself, not <prefix>{<name>}
         scripts=("compat_acquire", "compat_release", "lock_extend"),
         commands=("EVALSHA", "EVAL", "GET"),  # owned(), locked(): redis-py's own GET
-        acl_profile="RedisPyLock",
         holder=True,
         lock_api=False,
         module="redislock.compat",
@@ -324,8 +318,7 @@ KINDS: Final = (
         "CountDownLatch",
         stored=None,  # <prefix>{<name>}:latch, a hash: not a lock key
         scripts=("latch",),
-        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
-        acl_profile="CountDownLatch",
+        commands=_WAKES,
         holder=False,
         lock_api=False,
     ),
@@ -333,8 +326,7 @@ KINDS: Final = (
         "Barrier",
         stored=None,  # <prefix>{<name>}:barrier and :members: not a lock key
         scripts=("barrier",),
-        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
-        acl_profile="Barrier",
+        commands=_WAKES,
         holder=False,  # each object is one party, a lease the watchdog renews, but no Holder
         lock_api=False,
     ),

@@ -151,12 +151,9 @@ class BarrierCore(LockCore):
         waiting up to ``wait`` seconds (None: no limit) for an open round to close; True
         once a member (the hold: its fencing token is the round's generation), False when
         the time ran out first."""
-        if self.live() is not None:
-            raise LockUsageError(f"this party of barrier {self.name!r} has entered already")
         token = new_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
+        held = f"this party of barrier {self.name!r} has entered already"
+        start, deadline = self._begin(token, wait, held)
         try:
             while True:
                 sent = time.monotonic()

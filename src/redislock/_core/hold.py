@@ -199,12 +199,8 @@ class HoldCore(LockCore):
         """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
         between tries a wait on the mode's wake-up channel. ``companion``: the owner's write token,
         so a writer may also read (downgrade)."""
-        if self.live() is not None:
-            raise LockUsageError(f"{self.name!r} is already held by this owner")
         token = new_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
+        start, deadline = self._begin(token, wait, f"{self.name!r} is already held by this owner")
         marker_ms = self.marker_ms if blocking and wait != 0 else 0
         meta = holder_meta()
         wake = self.hkeys.rwake if self.mode == "r" else self.hkeys.wake

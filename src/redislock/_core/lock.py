@@ -530,6 +530,20 @@ class LockCore:
             self.mark_lost(h, self._why(h, status), releasing=True)
             raise LockLostError(self.name, h.lost_reason)
 
+    def _begin(self, token: str, wait: float | None, held: str) -> tuple[float, float | None]:
+        """Begin an acquire with ``token``, waiting up to ``wait`` seconds (None: no limit):
+        ``token`` is :attr:`pending_token` from now on (what a cancelled acquire gives back).
+        Returns its start and its deadline (None: none), monotonic seconds.
+
+        Raises:
+            LockUsageError: ``held``, when this object holds already.
+        """
+        if self.live() is not None:
+            raise LockUsageError(held)
+        self.pending_token = token
+        start = time.monotonic()
+        return start, None if wait is None else start + wait
+
     def _won(self, start: float) -> bool:
         """Count the acquire that began at ``start`` (monotonic seconds) as won."""
         self.last_lost = False

@@ -127,14 +127,13 @@ class AsyncElection(AsyncLease):
     @contextlib.asynccontextmanager
     async def campaign(self, timeout: float | None = None) -> AsyncIterator[int]:
         """Wait until this contender leads, advertise it, and yield the term; resign when the
-        block ends (also on an exception).
+        block ends (also on an exception): :meth:`lead`, then :meth:`resign`.
 
         Args:
-            timeout: wait limit in seconds; None uses the election's ``timeout`` (default:
-                no limit); 0 means one try.
+            timeout: as for :meth:`lead`.
 
         Yields:
-            The term: this leadership's fencing token, above every earlier leader's.
+            The term, as :meth:`lead` returns it.
 
         Raises:
             LockConfigError: bad ``timeout`` (before any I/O).

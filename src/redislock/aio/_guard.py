@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import threading
 import time
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from redislock import _watch
 from redislock._core import guard
 from redislock._core.lock import Holding, LockCore
+from redislock.aio._block import AsyncBlock
 from redislock.errors import LockLostError, LockUsageError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ __all__ = ["AsyncGuard"]
 _NEW, _ACTIVE, _FIRED, _DONE = "new", "active", "fired", "done"
 
 
-class AsyncGuard:
+class AsyncGuard(AsyncBlock):
     """``async with lock.guard():``: a body that is cancelled, with
     :class:`~redislock.errors.LockLostError`, once its hold is lost or about to be.
 
@@ -140,12 +140,7 @@ class AsyncGuard:
         self._arm()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _end(self, exc: BaseException | None) -> None:
         fired = self._state == _FIRED
         self._stop()
         if not fired:
@@ -154,7 +149,7 @@ class AsyncGuard:
         assert self._core is not None
         # As asyncio.timeout: take back our cancellation request; only when no other
         # request is pending is the CancelledError ours to convert.
-        if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+        if self._task.uncancel() <= self._cancelling and type(exc) is asyncio.CancelledError:
             raise LockLostError(self._core.name, self._reason) from exc
         if exc is None:
             raise LockLostError(self._core.name, self._reason)

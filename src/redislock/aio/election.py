@@ -22,6 +22,7 @@ from redislock._core.fair import NO_QUEUE_LIMIT
 from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.aio import _flavour, _steps
+from redislock.aio._block import noting
 from redislock.aio._driver import run
 from redislock.aio._lease import AsyncLease
 from redislock.errors import AcquireTimeoutError, LockLostError
@@ -149,10 +150,8 @@ class AsyncElection(AsyncLease):
         try:
             yield term
         except BaseException as exc:
-            try:
+            with noting(exc, f"resigning election {self.name!r}"):
                 await self.resign()
-            except Exception as err:  # never mask the body's own exception
-                exc.add_note(f"redislock: resigning election {self.name!r} also failed: {err!r}")
             raise
         await self.resign()
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from redislock import _watch
 from redislock._core import guard
 from redislock._core.lock import Holding, LockCore
 from redislock.errors import LockLostError, LockUsageError
+from redislock.sync._block import Block
 
 if TYPE_CHECKING:
     from redislock._handle import Holder
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Guard"]
 
 
-class Guard:
+class Guard(Block):
     """``with lock.guard() as g:``: a body that stops itself in time.
 
     Enter it from inside ``with lock:`` (or after ``acquire()``), in the thread that holds
@@ -106,12 +106,7 @@ class Guard:
         self._state = "active"
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _end(self, exc: BaseException | None) -> None:
         self._state = "done"
         h, core = self._hold, self._core
         if exc is not None or h is None or core is None:

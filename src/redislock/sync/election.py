@@ -25,6 +25,7 @@ from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.errors import AcquireTimeoutError, LockLostError
 from redislock.sync import _flavour, _steps
+from redislock.sync._block import noting
 from redislock.sync._driver import run
 from redislock.sync._lease import Lease
 
@@ -150,10 +151,8 @@ class Election(Lease):
         try:
             yield term
         except BaseException as exc:
-            try:
+            with noting(exc, f"resigning election {self.name!r}"):
                 self.resign()
-            except Exception as err:  # never mask the body's own exception
-                exc.add_note(f"redislock: resigning election {self.name!r} also failed: {err!r}")
             raise
         self.resign()
 

@@ -15,9 +15,10 @@ from redislock._core.features import Features
 from redislock._core.quorum import MasterMemory
 from redislock._lanes import Lane
 
-__all__ = ["ClientStateBase", "Registry", "forks"]
+__all__ = ["ClientStateBase", "PerProcess", "Registry", "forks"]
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 _forks = 0
 """How many times this process's line forked: a state made before the last fork belongs to
@@ -92,3 +93,30 @@ class Registry(Generic[S]):
             if found is None or getattr(found, "forks", -1) != _forks:
                 found = self._states[client] = self._make(client, found, True)
             return found
+
+
+class PerProcess(Generic[T]):
+    """One object of the process (the sync watchdog, the fan-out's thread pool), made by
+    ``make`` on first use and forgotten in a forked child, whose parent's threads are not
+    its own."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._value: T | None = None
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def get(self) -> T:
+        """The object, made now if it was not yet (in this process)."""
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
+
+    def made(self) -> T | None:
+        """The object if it was made in this process, else None (makes nothing)."""
+        return self._value
+
+    def _forget(self) -> None:
+        self._value = None
+        self._lock = threading.Lock()  # a fork while another thread held it: a fresh one

@@ -12,19 +12,10 @@ redislock names the tuples here (:data:`RESPONSE_ERRORS`...), never one library'
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
-
-import redis
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.asyncio.retry
-import redis.asyncio.sentinel
-import redis.backoff
-import redis.cluster
-import redis.exceptions
-import redis.sentinel
 
 __all__ = [
     "ASYNC_CLIENTS",
@@ -95,58 +86,42 @@ class Family:
         return f"{self.package}.{path}{cls.__name__}"
 
 
-def _redis_py() -> Family:
+def _family(package: str) -> Family:
+    """The family of ``package``, ``"redis"`` or ``"valkey"`` (ImportError when it is not
+    installed). valkey-py is a fork of redis-py with the same modules and classes, its
+    own named ``Valkey...`` where redis-py's are ``Redis...``."""
+    stem = package.capitalize()
+
+    def get(module: str, attr: str) -> Any:
+        return getattr(importlib.import_module(f"{package}.{module}".rstrip(".")), attr)
+
     return Family(
-        package="redis",
-        sync_client=redis.Redis,
-        async_client=redis.asyncio.Redis,
-        sync_cluster=redis.cluster.RedisCluster,
-        async_cluster=redis.asyncio.cluster.RedisCluster,
+        package=package,
+        sync_client=get("", stem),
+        async_client=get("asyncio", stem),
+        sync_cluster=get("cluster", f"{stem}Cluster"),
+        async_cluster=get("asyncio.cluster", f"{stem}Cluster"),
         sentinel_pools=(
-            redis.sentinel.SentinelConnectionPool,
-            redis.asyncio.sentinel.SentinelConnectionPool,
+            get("sentinel", "SentinelConnectionPool"),
+            get("asyncio.sentinel", "SentinelConnectionPool"),
         ),
-        errors=redis.exceptions,
-        base_error=redis.exceptions.RedisError,
-        async_retry=redis.asyncio.retry.Retry,
-        async_pool=redis.asyncio.ConnectionPool,
-        no_backoff=redis.backoff.NoBackoff,
+        errors=importlib.import_module(f"{package}.exceptions"),
+        base_error=get("exceptions", f"{stem}Error"),
+        async_retry=get("asyncio.retry", "Retry"),
+        async_pool=get("asyncio", "ConnectionPool"),
+        no_backoff=get("backoff", "NoBackoff"),
     )
 
 
 def _valkey_py() -> Family | None:
     """valkey-py's family, or None when it is not installed (it is optional)."""
     try:
-        import valkey
-        import valkey.asyncio
-        import valkey.asyncio.cluster
-        import valkey.asyncio.retry
-        import valkey.asyncio.sentinel
-        import valkey.backoff
-        import valkey.cluster
-        import valkey.exceptions
-        import valkey.sentinel
+        return _family("valkey")
     except ImportError:
         return None
-    return Family(
-        package="valkey",
-        sync_client=valkey.Valkey,
-        async_client=valkey.asyncio.Valkey,
-        sync_cluster=valkey.cluster.ValkeyCluster,
-        async_cluster=valkey.asyncio.cluster.ValkeyCluster,
-        sentinel_pools=(
-            valkey.sentinel.SentinelConnectionPool,
-            valkey.asyncio.sentinel.SentinelConnectionPool,
-        ),
-        errors=valkey.exceptions,
-        base_error=valkey.exceptions.ValkeyError,
-        async_retry=valkey.asyncio.retry.Retry,
-        async_pool=valkey.asyncio.ConnectionPool,
-        no_backoff=valkey.backoff.NoBackoff,
-    )
 
 
-REDIS_PY: Final = _redis_py()
+REDIS_PY: Final = _family("redis")
 FAMILIES: Final[tuple[Family, ...]] = tuple(f for f in (REDIS_PY, _valkey_py()) if f is not None)
 """The client libraries found: redis-py first, then valkey-py if installed."""
 

@@ -36,6 +36,8 @@ catch :class:`NoPermissionError` and :class:`KindConflictError` by redislock's c
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from redis.exceptions import NoPermissionError as _RedisNoPermissionError
 from redis.exceptions import ResponseError as _RedisResponseError
 
@@ -62,6 +64,15 @@ __all__ = [
 class RedisLockError(Exception):
     """Root of every exception this package raises."""
 
+    _fields: ClassVar[tuple[str, ...]] = ()
+    """The attributes a subclass's ``__init__`` takes, in its order: what it is pickled as
+    (an exception is otherwise pickled as its class called with its message alone)."""
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if not self._fields:
+            return super().__reduce__()
+        return (type(self), tuple(getattr(self, f) for f in self._fields))
+
 
 class LockConfigError(RedisLockError, ValueError):
     """An argument is invalid (bad duration, bad name, wrong client type).
@@ -78,13 +89,12 @@ class AcquireTimeoutError(RedisLockError, TimeoutError):
         waited: how long the caller waited, in seconds.
     """
 
+    _fields = ("name", "waited")
+
     def __init__(self, name: str, waited: float) -> None:
         super().__init__(f"timed out after {waited:.3f} s waiting for lock {name!r}")
         self.name = name
         self.waited = waited
-
-    def __reduce__(self) -> tuple[type[AcquireTimeoutError], tuple[str, float]]:
-        return (type(self), (self.name, self.waited))
 
 
 class NotOwnedError(RedisLockError):
@@ -94,13 +104,12 @@ class NotOwnedError(RedisLockError):
         name: the lock name.
     """
 
+    _fields = ("name", "reason")
+
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"lock {name!r} is not owned by this object: {reason}")
         self.name = name
         self.reason = reason
-
-    def __reduce__(self) -> tuple[type[NotOwnedError], tuple[str, str]]:
-        return (type(self), (self.name, self.reason))
 
 
 class LockLostError(NotOwnedError):
@@ -138,13 +147,12 @@ class QueueFullError(RedisLockError):
         length: the queue length Redis reported.
     """
 
+    _fields = ("name", "length")
+
     def __init__(self, name: str, length: int) -> None:
         super().__init__(f"the waiter queue of lock {name!r} is full ({length} waiters)")
         self.name = name
         self.length = length
-
-    def __reduce__(self) -> tuple[type[QueueFullError], tuple[str, int]]:
-        return (type(self), (self.name, self.length))
 
 
 class QuorumError(RedisLockError):
@@ -164,6 +172,8 @@ class QuorumError(RedisLockError):
             "error: <type>: <message>".
     """
 
+    _fields = ("name", "operation", "needed", "outcomes")
+
     def __init__(self, name: str, operation: str, needed: int, outcomes: dict[str, str]) -> None:
         ok = sum(1 for v in outcomes.values() if v == "ok")
         detail = "; ".join(f"{k}: {v}" for k, v in outcomes.items())
@@ -175,9 +185,6 @@ class QuorumError(RedisLockError):
         self.operation = operation
         self.needed = needed
         self.outcomes = dict(outcomes)
-
-    def __reduce__(self) -> tuple[type[QuorumError], tuple[str, str, int, dict[str, str]]]:
-        return (type(self), (self.name, self.operation, self.needed, self.outcomes))
 
 
 class ReplicationError(RedisLockError):
@@ -194,6 +201,8 @@ class ReplicationError(RedisLockError):
         acknowledged: how many replicas acknowledged within the limit.
     """
 
+    _fields = ("name", "operation", "wanted", "acknowledged")
+
     def __init__(self, name: str, operation: str, wanted: int, acknowledged: int) -> None:
         super().__init__(
             f"{operation} of lock {name!r}: {acknowledged} of {wanted} replicas acknowledged "
@@ -203,9 +212,6 @@ class ReplicationError(RedisLockError):
         self.operation = operation
         self.wanted = wanted
         self.acknowledged = acknowledged
-
-    def __reduce__(self) -> tuple[type[ReplicationError], tuple[str, str, int, int]]:
-        return (type(self), (self.name, self.operation, self.wanted, self.acknowledged))
 
 
 class UnexpectedReplyError(RedisLockError):
@@ -256,6 +262,8 @@ class KindConflictError(RedisLockError, _RedisResponseError):
         found: what the key holds, e.g. ``"a Semaphore"``.
     """
 
+    _fields = ("name", "key", "wanted", "found")
+
     def __init__(self, name: str | None, key: str, wanted: str, found: str) -> None:
         what = f"lock name {name!r}" if name is not None else f"key {key!r}"
         super().__init__(
@@ -266,9 +274,6 @@ class KindConflictError(RedisLockError, _RedisResponseError):
         self.key = key
         self.wanted = wanted
         self.found = found
-
-    def __reduce__(self) -> tuple[type[KindConflictError], tuple[str | None, str, str, str]]:
-        return (type(self), (self.name, self.key, self.wanted, self.found))
 
 
 class ServerError(RedisLockError):

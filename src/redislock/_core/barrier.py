@@ -40,11 +40,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from redislock._core import validate
 from redislock._core.kinds import stored
 from redislock._core.lock import DONE_MS, Holding, LockCore, new_token
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
-from redislock.errors import LockConfigError, LockLostError, LockUsageError, UnexpectedReplyError
+from redislock.errors import LockLostError, LockUsageError, UnexpectedReplyError
 
 __all__ = [
     "BARRIER_SUFFIX",
@@ -83,11 +84,7 @@ MAX_PARTIES: Final = 1_000_000
 
 def check_parties(value: object) -> int:
     """A party count: an int from 1 to 1,000,000 (raises :class:`LockConfigError`)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LockConfigError(f"parties must be an int, got {value!r}")
-    if not 1 <= value <= MAX_PARTIES:
-        raise LockConfigError(f"parties must be between 1 and {MAX_PARTIES}, got {value}")
-    return value
+    return validate.check_int("parties", value, 1, MAX_PARTIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +158,9 @@ class BarrierCore(LockCore):
         waiting up to ``wait`` seconds (None: no limit) for an open round to close; True
         once a member (the hold: its fencing token is the round's generation), False when
         the time ran out first."""
-        if self.live() is not None:
-            raise LockUsageError(f"this party of barrier {self.name!r} has entered already")
         token = new_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
+        held = f"this party of barrier {self.name!r} has entered already"
+        start, deadline = self._begin(token, wait, held)
         try:
             while True:
                 sent = time.monotonic()

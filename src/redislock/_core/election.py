@@ -124,12 +124,7 @@ def check_value(value: Any) -> str:
     :class:`LockConfigError`)."""
     if not isinstance(value, str):
         raise LockConfigError(f"value must be a str, got {type(value).__name__}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise LockConfigError("value must be valid Unicode (it has a lone surrogate)") from None
-    if size > MAX_VALUE:
-        raise LockConfigError(f"value is {size} bytes long; the limit is {MAX_VALUE}")
+    validate.check_size("value", value, MAX_VALUE)
     return value
 
 

@@ -28,7 +28,7 @@ from redislock._core.lock import Holding, LockCore, holder_meta, no_ttl, queue_t
 from redislock._core.ops import Eval, Flow, Keep, Wait, as_int, as_str, encoded, unwrap
 from redislock._core.options import DEFAULT_QUEUE_MAX, DEFAULT_WAITER_LEASE
 from redislock._core.scripts import SCRIPTS
-from redislock.errors import LockUsageError, QueueFullError, UnexpectedReplyError
+from redislock.errors import QueueFullError, UnexpectedReplyError
 
 __all__ = ["DEFAULT_QUEUE_MAX", "DEFAULT_WAITER_LEASE", "NO_QUEUE_LIMIT", "WAKE", "FairCore"]
 
@@ -153,14 +153,9 @@ class FairCore(LockCore):
         trip, see :meth:`_held`: the later tries carry no WAIT, so a queued waiter never
         stalls on acknowledgements while its waiter lease runs.
         """
-        if self.live() is not None:
-            raise LockUsageError(
-                f"lock {self.name!r} is already held by this object ({self.kind} is not reentrant)"
-            )
         token = queue_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
+        held = f"lock {self.name!r} is already held by this object ({self.kind} is not reentrant)"
+        start, deadline = self._begin(token, wait, held)
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
         tag = ""  # what a grant to this waiter is tagged with, once it waits

@@ -14,14 +14,16 @@ a token cancelled when the lock's handle is lost; here the estimate's end counts
 from __future__ import annotations
 
 import time
+from typing import Any, ClassVar
 
 from redislock._core import validate
 from redislock._core.lock import Holding, LockCore
-from redislock.errors import LockLostError
+from redislock.errors import LockLostError, LockUsageError
 
 __all__ = [
     "MARGIN_FLOOR",
     "MARGIN_FRACTION",
+    "GuardState",
     "check",
     "deadline",
     "expired_reason",
@@ -73,3 +75,43 @@ def check(core: LockCore, h: Holding, margin: float) -> float:
     if left <= 0:
         raise LockLostError(core.name, expired_reason(margin))
     return left
+
+
+class GuardState:
+    """What both flavours' guards (``aio/_guard.py``, ``sync/_guard.py``) keep and read:
+    the lease object guarded, the margin, and once entered the core and the hold watched.
+    :attr:`_state` goes ``"new"``, ``"active"`` (asyncio: ``"fired"`` when it cancelled
+    the body), ``"done"``."""
+
+    __slots__ = ("_core", "_hold", "_lease", "_margin", "_state")
+
+    _CHECKED: ClassVar[tuple[str, ...]] = ("active",)
+    """The states in which :meth:`check` answers."""
+
+    def __init__(self, lease: Any, margin: float | None) -> None:
+        """``lease``: a holder (raises :class:`~redislock.errors.LockConfigError` for a bad
+        ``margin``, before any I/O)."""
+        self._lease = lease
+        self._margin = margin_of(lease._core.lease, margin)
+        self._state = "new"
+        self._core: LockCore | None = None
+        self._hold: Holding | None = None
+
+    def remaining(self) -> float | None:
+        """Seconds until the deadline as things stand (the local lease estimate minus the
+        margin; 0.0 once passed), or None when the guard is not active."""
+        if self._state != "active" or self._hold is None:
+            return None
+        return max(0.0, deadline(self._hold, self._margin) - time.monotonic())
+
+    def check(self) -> float:
+        """Raise if the body should stop now; else the seconds left until the deadline.
+
+        Raises:
+            LockUsageError: the guard was not entered, or was left.
+            NotOwnedError: the hold was released.
+            LockLostError: the hold was lost, or the deadline passed.
+        """
+        if self._core is None or self._hold is None or self._state not in self._CHECKED:
+            raise LockUsageError("check() needs an entered guard")
+        return check(self._core, self._hold, self._margin)  # the module's check()

@@ -39,7 +39,6 @@ from redislock._core.lock import (
 from redislock._core.ops import Call, Eval, Flow, Wait, as_int, as_str, unwrap
 from redislock._core.scripts import SCRIPTS
 from redislock.errors import (
-    LockConfigError,
     LockLostError,
     LockUsageError,
     NotOwnedError,
@@ -74,11 +73,7 @@ def check_permits(value: object, *, allow_none: bool = False) -> int | None:
     """Validate a permit count: an int in 1..1,000,000 (or None when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LockConfigError(f"permits must be an int, got {value!r}")
-    if not 1 <= value <= MAX_PERMITS:
-        raise LockConfigError(f"permits must be between 1 and {MAX_PERMITS}, got {value}")
-    return value
+    return validate.check_int("permits", value, 1, MAX_PERMITS)
 
 
 @dataclass(slots=True)
@@ -211,12 +206,8 @@ class HoldCore(LockCore):
         """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
         between tries a wait on the mode's wake-up channel. ``companion``: the owner's write token,
         so a writer may also read (downgrade)."""
-        if self.live() is not None:
-            raise LockUsageError(f"{self.name!r} is already held by this owner")
         token = new_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
+        start, deadline = self._begin(token, wait, f"{self.name!r} is already held by this owner")
         marker_ms = self.marker_ms if blocking and wait != 0 else 0
         meta = holder_meta()
         wake = self.hkeys.rwake if self.mode == "r" else self.hkeys.wake

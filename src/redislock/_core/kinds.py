@@ -155,7 +155,6 @@ class KindSpec:
             profile has every command they run.
         commands: the commands it sends itself, besides its scripts (in capitals): the rest
             of its ACL profile.
-        acl_profile: its section of ``docs/acl.md`` (``### <acl_profile>``).
         holder: its objects hold a lease themselves (a :class:`~redislock._handle.Holder`:
             acquire/release or enter/leave); False for a kind that hands out its holders
             (``parts``) or holds nothing (a latch).
@@ -180,7 +179,6 @@ class KindSpec:
     stored: StoredCode
     scripts: tuple[str, ...]
     commands: tuple[str, ...]
-    acl_profile: str
     holder: bool
     parts: tuple[Part, ...] = ()
     lock_api: bool = True
@@ -191,6 +189,11 @@ class KindSpec:
     torture: str | None = None
     uses: str | None = None
     module: str = "redislock"
+
+    @property
+    def acl_profile(self) -> str:
+        """Its section of ``docs/acl.md`` (``### <acl_profile>``): its :attr:`name`."""
+        return self.name
 
     @property
     def asyncio_name(self) -> str:
@@ -219,7 +222,9 @@ class KindSpec:
         return "fair_acquire" in self.scripts
 
 
-_SUBSCRIBES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE", "EXISTS")
+_WAKES = ("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE")  # scripts and the wake-up channel
+_SUBSCRIBES = (*_WAKES, "EXISTS")
+_MASTER = ("EVALSHA", "EVAL", "EXISTS", "INFO")  # a Redlock master's
 _HOLD_SCRIPTS = ("hold_extend", "hold_status", "hold_leave")
 _WRITE_SCRIPTS = ("hold_acquire_write", "hold_reenter", "hold_release", *_HOLD_SCRIPTS)
 _PERMIT_SCRIPTS = ("hold_acquire_permit", "hold_release_permit", "hold_count", *_HOLD_SCRIPTS)
@@ -242,7 +247,6 @@ KINDS: Final = (
         stored="lock",
         scripts=_LEASE_SCRIPTS,
         commands=_SUBSCRIBES,
-        acl_profile="Lock",
         holder=True,
         torture="lock",
     ),
@@ -251,7 +255,6 @@ KINDS: Final = (
         stored="rlock",
         scripts=_WRITE_SCRIPTS,
         commands=_SUBSCRIBES,
-        acl_profile="RLock",
         holder=True,
         hold_mode="w",
         article="an",
@@ -262,7 +265,6 @@ KINDS: Final = (
         stored="rwlock",
         scripts=(*_WRITE_SCRIPTS, "hold_acquire_read"),
         commands=_SUBSCRIBES,
-        acl_profile="ReadWriteLock",
         holder=False,
         parts=(
             Part("WriteLock", "write", mode="w", found="a ReadWriteLock's writer"),
@@ -277,7 +279,6 @@ KINDS: Final = (
         stored="semaphore",
         scripts=_PERMIT_SCRIPTS,
         commands=(*_SUBSCRIBES, "SET", "DEL"),  # set_permits
-        acl_profile="Semaphore",
         holder=False,
         parts=(Part("Permit", "acquire", mode="p", found="a Semaphore"),),
         torture="semaphore",
@@ -287,7 +288,6 @@ KINDS: Final = (
         stored="fair",
         scripts=_LEASE_SCRIPTS,
         commands=_SUBSCRIBES,
-        acl_profile="FairLock",
         holder=True,
         torture="fairlock",
     ),
@@ -296,7 +296,6 @@ KINDS: Final = (
         stored="lock",
         scripts=_MULTI_SCRIPTS,
         commands=_SUBSCRIBES,
-        acl_profile="MultiLock",
         holder=True,
         names="several",
         torture="multilock",
@@ -305,8 +304,7 @@ KINDS: Final = (
         "Redlock",
         stored="lock",
         scripts=("lock_acquire", "lock_release", "lock_extend", "lock_status", "redlock_fence"),
-        commands=("EVALSHA", "EVAL", "EXISTS", "INFO"),
-        acl_profile="Redlock",
+        commands=_MASTER,
         holder=True,
         clients="masters",
         torture="redlock",
@@ -315,8 +313,7 @@ KINDS: Final = (
         "MultiRedlock",
         stored="lock",
         scripts=(*_MULTI_SCRIPTS, "redlock_fence"),
-        commands=("EVALSHA", "EVAL", "EXISTS", "INFO"),
-        acl_profile="MultiRedlock",
+        commands=_MASTER,
         holder=True,
         clients="masters",
         names="several",
@@ -335,8 +332,7 @@ KINDS: Final = (
             "election_clear",
             "election_read",
         ),
-        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
-        acl_profile="Election",
+        commands=_WAKES,
         holder=True,
         lock_api=False,
         torture="election",
@@ -347,7 +343,6 @@ KINDS: Final = (
         stored="lock",
         scripts=(*_LEASE_SCRIPTS, "once_record"),
         commands=(*_SUBSCRIBES, "GET"),  # GET: the period's record, before the lock
-        acl_profile="Once",
         holder=False,
         lock_api=False,
         torture="once",
@@ -358,7 +353,6 @@ KINDS: Final = (
         stored="lock",  # its lock key is the name itself, not <prefix>{<name>}
         scripts=("compat_acquire", "compat_release", "lock_extend"),
         commands=("EVALSHA", "EVAL", "GET"),  # owned(), locked(): redis-py's own GET
-        acl_profile="RedisPyLock",
         holder=True,
         lock_api=False,
         module="redislock.compat",
@@ -367,8 +361,7 @@ KINDS: Final = (
         "CountDownLatch",
         stored="latch",  # <prefix>{<name>}:latch, a hash: not the lock key
         scripts=("latch_set", "latch_down", "latch_read"),
-        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
-        acl_profile="CountDownLatch",
+        commands=_WAKES,
         holder=False,
         lock_api=False,
     ),
@@ -383,8 +376,7 @@ KINDS: Final = (
             "barrier_left",
             "barrier_read",
         ),
-        commands=("EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE"),
-        acl_profile="Barrier",
+        commands=_WAKES,
         holder=False,  # each object is one party, a lease the watchdog renews, but no Holder
         lock_api=False,
     ),

@@ -34,7 +34,7 @@ from redislock._core.kinds import stored
 from redislock._core.lock import DONE_MS, new_op_id
 from redislock._core.ops import Eval, Flow, Wait, as_int, as_str
 from redislock._core.scripts import SCRIPTS
-from redislock.errors import LockConfigError, UnexpectedReplyError
+from redislock.errors import UnexpectedReplyError
 
 __all__ = [
     "DEFAULT_LATCH_RECHECK",
@@ -69,11 +69,7 @@ MAX_COUNT: Final = 1 << 53
 
 def check_count(value: object) -> int:
     """A latch count: an int from 1 to 2**53 (raises :class:`LockConfigError`)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LockConfigError(f"count must be an int, got {value!r}")
-    if not 1 <= value <= MAX_COUNT:
-        raise LockConfigError(f"count must be between 1 and 2**53, got {value}")
-    return value
+    return validate.check_int("count", value, 1, MAX_COUNT, high_text="2**53")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ Each kind's core adds its acquire: :class:`~redislock._core.fair.FairCore` is th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 import weakref
@@ -240,6 +241,9 @@ class LockStatistics:
 
 @dataclass(slots=True)
 class _Counters:
+    """What :meth:`LockCore.statistics` counts: its :class:`LockStatistics` fields of the
+    same names."""
+
     acquisitions: int = 0
     failed_acquisitions: int = 0
     total_wait: float = 0.0
@@ -403,19 +407,13 @@ class LockCore:
     def statistics(self) -> LockStatistics:
         """Build the I/O-free snapshot."""
         h = self.current()
-        c = self.counters
         return LockStatistics(
             name=self.name,
             held=self.live() is not None,
             lost=self.is_lost(),
             fencing_token=None if h is None else h.fence,
             lease_remaining=None if h is None else max(0.0, h.expires_at - time.monotonic()),
-            acquisitions=c.acquisitions,
-            failed_acquisitions=c.failed_acquisitions,
-            total_wait=c.total_wait,
-            renewals=c.renewals,
-            renewal_failures=c.renewal_failures,
-            reverified=c.reverified,
+            **dataclasses.asdict(self.counters),
         )
 
     # ------------------------------------------------------------------ replicas, master
@@ -529,6 +527,20 @@ class LockCore:
         if status != "ok":
             self.mark_lost(h, self._why(h, status), releasing=True)
             raise LockLostError(self.name, h.lost_reason)
+
+    def _begin(self, token: str, wait: float | None, held: str) -> tuple[float, float | None]:
+        """Begin an acquire with ``token``, waiting up to ``wait`` seconds (None: no limit):
+        ``token`` is :attr:`pending_token` from now on (what a cancelled acquire gives back).
+        Returns its start and its deadline (None: none), monotonic seconds.
+
+        Raises:
+            LockUsageError: ``held``, when this object holds already.
+        """
+        if self.live() is not None:
+            raise LockUsageError(held)
+        self.pending_token = token
+        start = time.monotonic()
+        return start, None if wait is None else start + wait
 
     def _won(self, start: float) -> bool:
         """Count the acquire that began at ``start`` (monotonic seconds) as won."""

@@ -288,14 +288,9 @@ class MultiCore(LockCore):
         took and waits on that name's wake-up channel (its release wakes us), at most
         ``recheck_interval`` and at most the holder's remaining TTL, then tries again.
         """
-        if self.live() is not None:
-            raise LockUsageError(
-                f"lock {self.name!r} is already held by this object (MultiLock is not reentrant)"
-            )
         token = new_token()
-        self.pending_token = token
-        start = time.monotonic()
-        deadline = None if wait is None else start + wait
+        held = f"lock {self.name!r} is already held by this object (MultiLock is not reentrant)"
+        start, deadline = self._begin(token, wait, held)
         marker_ms = self.marker_ms if blocking and wait != 0 else 0
         meta = holder_meta()
         try:

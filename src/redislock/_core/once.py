@@ -84,12 +84,7 @@ def check_period_key(value: Any) -> str | None:
         raise LockConfigError("key must not be empty")
     if "{" in value or "}" in value:
         raise LockConfigError(f"key must not contain '{{' or '}}' (the hash tag), got {value!r}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise LockConfigError("key must be valid Unicode (it has a lone surrogate)") from None
-    if size > MAX_KEY_BYTES:
-        raise LockConfigError(f"key is {size} bytes long; the limit is {MAX_KEY_BYTES}")
+    validate.check_size("key", value, MAX_KEY_BYTES)
     validate._check_printable("key", value)
     return value
 

@@ -25,10 +25,12 @@ __all__ = [
     "MAX_REPLICAS",
     "check_delay",
     "check_duration",
+    "check_int",
     "check_name",
     "check_optional_duration",
     "check_prefix",
     "check_replicas",
+    "check_size",
     "check_timeout",
     "check_token",
     "to_ms",
@@ -137,18 +139,34 @@ MAX_REPLICAS = 1000
 """Largest ``replicas`` accepted (WAIT's replica count)."""
 
 
+def check_int(what: str, value: Any, low: int, high: int, *, high_text: str = "") -> int:
+    """An ``int`` (not a ``bool``) from ``low`` to ``high``; ``high_text`` says ``high`` in
+    the message (``"2**53"``) where its digits would not."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LockConfigError(f"{what} must be an int, got {value!r}")
+    if not low <= value <= high:
+        raise LockConfigError(f"{what} must be between {low} and {high_text or high}, got {value}")
+    return value
+
+
 def check_replicas(value: Any) -> int:
     """A replica acknowledgement count: an int from 0 (no WAIT) to :data:`MAX_REPLICAS`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LockConfigError(f"replicas must be an int, got {value!r}")
-    if not 0 <= value <= MAX_REPLICAS:
-        raise LockConfigError(f"replicas must be between 0 and {MAX_REPLICAS}, got {value}")
-    return value
+    return check_int("replicas", value, 0, MAX_REPLICAS)
 
 
 def to_ms(seconds: float) -> int:
     """Seconds to whole milliseconds for Redis, never below 1 (the only seconds→ms conversion)."""
     return max(1, round(seconds * 1000.0))
+
+
+def check_size(what: str, value: str, limit: int) -> None:
+    """``value`` is valid Unicode (no lone surrogate) of at most ``limit`` UTF-8 bytes."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise LockConfigError(f"{what} must be valid Unicode (it has a lone surrogate)") from None
+    if size > limit:
+        raise LockConfigError(f"{what} is {size} bytes long; the limit is {limit}")
 
 
 def check_name(value: Any) -> str:
@@ -161,12 +179,7 @@ def check_name(value: Any) -> str:
         raise LockConfigError(f"lock name must be a str, got {type(value).__name__}")
     if not value:
         raise LockConfigError("lock name must not be empty")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise LockConfigError("lock name must be valid Unicode (it has a lone surrogate)") from None
-    if size > MAX_NAME_BYTES:
-        raise LockConfigError(f"lock name is {size} bytes long; the limit is {MAX_NAME_BYTES}")
+    check_size("lock name", value, MAX_NAME_BYTES)
     if not (value.isascii() and value.isprintable()):  # the common case needs no per-char look
         _check_printable("lock name", value)
     if value.startswith("}"):

@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import threading
 import time
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from redislock import _watch
 from redislock._core import guard
-from redislock._core.lock import Holding, LockCore
+from redislock._core.lock import Holding
+from redislock.aio._block import AsyncBlock
 from redislock.errors import LockLostError, LockUsageError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ __all__ = ["AsyncGuard"]
 _NEW, _ACTIVE, _FIRED, _DONE = "new", "active", "fired", "done"
 
 
-class AsyncGuard:
+class AsyncGuard(AsyncBlock, guard.GuardState):
     """``async with lock.guard():``: a body that is cancelled, with
     :class:`~redislock.errors.LockLostError`, once its hold is lost or about to be.
 
@@ -55,30 +55,15 @@ class AsyncGuard:
     behind. Releasing the lock inside the body stops the guard watching.
     """
 
-    __slots__ = (
-        "_cancelling",
-        "_core",
-        "_hold",
-        "_lease",
-        "_loop",
-        "_margin",
-        "_reason",
-        "_state",
-        "_task",
-        "_thread",
-        "_timer",
-    )
+    __slots__ = ("_cancelling", "_loop", "_reason", "_task", "_thread", "_timer")
+    _CHECKED = (_ACTIVE, _FIRED)
 
     def __init__(self, lease: Holder, margin: float | None = None) -> None:
         """See ``guard()`` (raises :class:`~redislock.errors.LockConfigError` for a bad
         ``margin``, before any I/O)."""
-        self._lease = lease
-        self._margin = guard.margin_of(lease._core.lease, margin)
-        self._state = _NEW
+        super().__init__(lease, margin)
         self._reason = ""
         self._cancelling = 0
-        self._core: LockCore | None = None
-        self._hold: Holding | None = None
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0
@@ -94,25 +79,6 @@ class AsyncGuard:
     def fired(self) -> bool:
         """Whether the guard has cancelled (or is cancelling) its body."""
         return self._state == _FIRED or (self._state == _DONE and bool(self._reason))
-
-    def remaining(self) -> float | None:
-        """Seconds until the deadline as things stand (the local lease estimate minus the
-        margin; 0.0 once passed), or None when the guard is not active."""
-        if self._state != _ACTIVE or self._hold is None:
-            return None
-        return max(0.0, guard.deadline(self._hold, self._margin) - time.monotonic())
-
-    def check(self) -> float:
-        """Raise if the body should stop now; else the seconds left until the deadline.
-
-        Raises:
-            LockUsageError: the guard was not entered, or was left.
-            NotOwnedError: the hold was released.
-            LockLostError: the hold was lost, or the deadline passed.
-        """
-        if self._core is None or self._hold is None or self._state == _DONE:
-            raise LockUsageError("check() needs an entered guard")
-        return guard.check(self._core, self._hold, self._margin)
 
     async def __aenter__(self) -> Self:
         """Start watching the calling task's hold.
@@ -140,12 +106,7 @@ class AsyncGuard:
         self._arm()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _end(self, exc: BaseException | None) -> None:
         fired = self._state == _FIRED
         self._stop()
         if not fired:
@@ -154,7 +115,7 @@ class AsyncGuard:
         assert self._core is not None
         # As asyncio.timeout: take back our cancellation request; only when no other
         # request is pending is the CancelledError ours to convert.
-        if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+        if self._task.uncancel() <= self._cancelling and type(exc) is asyncio.CancelledError:
             raise LockLostError(self._core.name, self._reason) from exc
         if exc is None:
             raise LockLostError(self._core.name, self._reason)

@@ -6,20 +6,20 @@ the end of ``async with``), shared by :class:`AsyncLock`, the reentrant kinds an
 from __future__ import annotations
 
 import threading
-from types import TracebackType
 from typing import ClassVar
 
 from redislock import _watch
 from redislock._core import guard, validate
 from redislock._handle import Holder
 from redislock.aio import _steps
+from redislock.aio._block import AsyncBlock, noting
 from redislock.aio._driver import run
 from redislock.aio._guard import AsyncGuard
 
 __all__ = ["AsyncLease"]
 
 
-class AsyncLease(Holder):
+class AsyncLease(Holder, AsyncBlock):
     """A holder's own I/O. The hold is the calling owner's (``_mine()``): this object's,
     or for a reentrant lock the calling task's."""
 
@@ -153,16 +153,9 @@ class AsyncLease(Holder):
         amount = guard.margin_of(core.lease, margin)
         return guard.check(core, core.require_holding(), amount)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _end(self, exc: BaseException | None) -> None:
         if exc is None:
             await self.release()
             return
-        try:
+        with noting(exc, f"releasing {self._noun} {self.name!r}"):
             await self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing {self._noun} {self.name!r} also failed: {err!r}")

@@ -15,54 +15,29 @@ process's).
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-from redislock._core.features import Features
-from redislock._core.quorum import MasterMemory
 from redislock._core.wake import gate_size
-from redislock._lanes import Lane
-from redislock._registry import Registry, forks
+from redislock._registry import ClientStateBase, Registry
 from redislock.aio._hub import Hub
 
 __all__ = ["ClientState", "state_of"]
 
 
-class ClientState:
-    """One client's state in this process (see the module's docstring)."""
+class ClientState(ClientStateBase):
+    """One client's state in this process (see the module's docstring). Its :attr:`lane`
+    runs on the event loop of :attr:`Lane.owner`."""
 
-    __slots__ = (
-        "_gates",
-        "_hubs",
-        "client",
-        "features",
-        "forks",
-        "lane",
-        "master",
-        "size",
-        "suspect",
-    )
+    __slots__ = ("_gates", "_hubs", "size")
 
     def __init__(
         self, client: Any, parent: ClientState | None = None, remember: bool = True
     ) -> None:
-        self.client: Callable[[], Any] = weakref.ref(client) if remember else lambda: client
-        self.forks = forks()
-        self.features: Features | None = None if parent is None else parent.features
-        """What the server has natively, once the first :class:`~redislock._core.ops.Probe`
-        read it."""
+        super().__init__(client, parent, remember)
         self.size = gate_size(client) if remember else None
         self._gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         self._hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
-        self.master: MasterMemory = MasterMemory() if parent is None else parent.master
-        """A Redlock master's run_id (the quorum cores read and write it)."""
-        self.suspect = True
-        """A Redlock master that is new, failed or late: the fan-out contacts it through
-        its lane, off the caller's path."""
-        self.lane = Lane()
-        """A Redlock master's commands that run off the caller's path, one at a time (on
-        the event loop of :attr:`Lane.owner`)."""
 
     def gate(self) -> asyncio.Semaphore | None:
         """The semaphore redislock's commands on the client pass in the running event loop,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 from redislock._clients import wrong_client
@@ -22,13 +21,14 @@ from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.options import MultiOptions
 from redislock._handle import _follows_sentinel
 from redislock.aio import _flavour, _steps
+from redislock.aio._block import AsyncBlock, noting
 from redislock.aio._driver import run
 from redislock.errors import AcquireTimeoutError, LockConfigError, LockLostError
 
 __all__ = ["AsyncBarrier"]
 
 
-class AsyncBarrier:
+class AsyncBarrier(AsyncBlock):
     """A distributed double barrier: ``parties`` processes (or tasks) enter together, work,
     and leave together. One object is one party.
 
@@ -261,18 +261,11 @@ class AsyncBarrier:
             raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _end(self, exc: BaseException | None) -> None:
         start = time.monotonic()
         if exc is None:
             if not await self.leave():
                 raise AcquireTimeoutError(self.name, time.monotonic() - start)
             return
-        try:
+        with noting(exc, f"leaving barrier {self.name!r}"):
             await self.leave()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: leaving barrier {self.name!r} also failed: {err!r}")

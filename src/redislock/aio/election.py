@@ -22,6 +22,7 @@ from redislock._core.fair import NO_QUEUE_LIMIT
 from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.aio import _flavour, _steps
+from redislock.aio._block import noting
 from redislock.aio._driver import run
 from redislock.aio._lease import AsyncLease
 from redislock.errors import AcquireTimeoutError, LockLostError
@@ -127,14 +128,13 @@ class AsyncElection(AsyncLease):
     @contextlib.asynccontextmanager
     async def campaign(self, timeout: float | None = None) -> AsyncIterator[int]:
         """Wait until this contender leads, advertise it, and yield the term; resign when the
-        block ends (also on an exception).
+        block ends (also on an exception): :meth:`lead`, then :meth:`resign`.
 
         Args:
-            timeout: wait limit in seconds; None uses the election's ``timeout`` (default:
-                no limit); 0 means one try.
+            timeout: as for :meth:`lead`.
 
         Yields:
-            The term: this leadership's fencing token, above every earlier leader's.
+            The term, as :meth:`lead` returns it.
 
         Raises:
             LockConfigError: bad ``timeout`` (before any I/O).
@@ -150,10 +150,8 @@ class AsyncElection(AsyncLease):
         try:
             yield term
         except BaseException as exc:
-            try:
+            with noting(exc, f"resigning election {self.name!r}"):
                 await self.resign()
-            except Exception as err:  # never mask the body's own exception
-                exc.add_note(f"redislock: resigning election {self.name!r} also failed: {err!r}")
             raise
         await self.resign()
 

@@ -112,15 +112,12 @@ class AsyncLock(AsyncLease):
         AsyncLease.__init__(self, client, name, **options)
 
     def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        return self._new_core(
-            FairCore,
-            client,
-            name,
-            options,
-            waiter_lease=DEFAULT_WAITER_LEASE,
-            queue_max=NO_QUEUE_LIMIT,
-            kind="Lock",
-        )
+        return self._new_core(FairCore, client, name, options, **self._queue(options))
+
+    def _queue(self, options: Any) -> dict[str, Any]:
+        """The :class:`FairCore` fields of its queue: a Lock's waiters keep a 1 s waiter
+        lease, and it queues any number of them."""
+        return {"waiter_lease": DEFAULT_WAITER_LEASE, "queue_max": NO_QUEUE_LIMIT, "kind": "Lock"}
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds.

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack
 
 from redislock._core.keys import DEFAULT_PREFIX
 from redislock._core.once import DEFAULT_PERIOD, OnceCore, OnceRecord
 from redislock._core.options import LockKwargs
 from redislock.aio import _flavour
+from redislock.aio._block import AsyncBlock, noting
 from redislock.aio._driver import run
 from redislock.aio.lock import AsyncLock
 from redislock.errors import AcquireTimeoutError, LockLostError, LockUsageError, NotOwnedError
@@ -134,7 +134,7 @@ class AsyncOnce:
         return f"<{type(self).__name__} {self.name!r} {which}>"
 
 
-class AsyncOnceTurn:
+class AsyncOnceTurn(AsyncBlock):
     """One caller's turn of an :class:`AsyncOnce` for one period (from :meth:`AsyncOnce.run`).
 
     Attributes:
@@ -226,19 +226,12 @@ class AsyncOnceTurn:
     async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _end(self, exc: BaseException | None) -> None:
         if not self.mine:
             return
         if exc is not None:  # the job failed: nothing is written
-            try:
+            with noting(exc, f"releasing lock {self.lock.name!r}"):
                 await self.lock.release()
-            except Exception as err:  # never mask the body's own exception
-                exc.add_note(f"redislock: releasing lock {self.lock.name!r} also failed: {err!r}")
             return
         try:
             await self.commit()

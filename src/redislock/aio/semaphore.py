@@ -73,9 +73,8 @@ class AsyncSemaphore(Handle):
         lock options: ttl, on_lost, timeout, watchdog_lease, renew_interval, max_lease,
             recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds), per permit;
             ``on_lost`` receives the :class:`AsyncPermit`.
-        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
-            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
-            seconds (default 1.0).
+        replicas, replica_timeout: as for :class:`~redislock.Lock` (WAIT after each lock
+            write), per permit.
         lock_delay: Lock's and FairLock's only: accepted as 0 (seconds; off).
 
     Raises:

@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 _N = TypeVar("_N")
+_Num = TypeVar("_Num", int, float)
 
 
 class Parser(argparse.ArgumentParser):
@@ -253,12 +254,25 @@ class Subcommands:
         return parser
 
 
+def _parsed(text: str, kind: Callable[[str], _Num], what: str) -> _Num:
+    """``kind(text)``; an option's type error ``not <what>`` if it is not one."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
+def _whole(text: str, what: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (``what``: what it is not, if it is no int)."""
+    value = _parsed(text, int, what)
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be between {low} and {high}: {text!r}")
+    return value
+
+
 def seconds(text: str) -> float:
     """A number of seconds >= 0 (an option's type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    value = _parsed(text, float, "a number of seconds")
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0: {text!r}")
     return value
@@ -277,23 +291,11 @@ def _wait_seconds(text: str) -> float:
 
 def permits(text: str) -> int:
     """A number of permits, 1 to ``MAX_PERMITS`` (an option's type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of permits: {text!r}") from None
-    if not 1 <= value <= MAX_PERMITS:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_PERMITS}: {text!r}")
-    return value
+    return _whole(text, "a whole number of permits", 1, MAX_PERMITS)
 
 
 def _exit_code(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an exit status: {text!r}") from None
-    if not 0 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 255: {text!r}")
-    return value
+    return _whole(text, "an exit status", 0, 255)
 
 
 LEASE_HELP = "lease in seconds, renewed every third of it while CMD runs (default 30)"

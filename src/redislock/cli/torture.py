@@ -126,6 +126,25 @@ def _pair(text: str) -> tuple[float, float]:
     return low, high
 
 
+_AS_GIVEN = (
+    "flavour",
+    "processes",
+    "names",
+    "duration",
+    "cycles",
+    "seed",
+    "lease",
+    "socket_timeout",
+    "permits",
+    "long_share",
+    "masters",
+    "persistence",
+    "restart_delay",
+    "section",
+)
+"""The options that are :class:`TortureConfig` fields of the same name, taken as parsed."""
+
+
 def torture_command(args: argparse.Namespace, url: str | None) -> int:
     """Run what ``args`` ask for; print the reports; return the exit status.
 
@@ -144,22 +163,9 @@ def torture_command(args: argparse.Namespace, url: str | None) -> int:
 
     runs: list[TortureConfig] = []
     base = TortureConfig(
-        flavour=args.flavour,
-        processes=args.processes,
-        names=args.names,
-        duration=args.duration,
-        cycles=args.cycles,
-        seed=args.seed,
+        **{field: getattr(args, field) for field in _AS_GIVEN},
         faults=_faults(args.faults),
-        lease=args.lease,
-        socket_timeout=args.socket_timeout,
-        permits=args.permits,
-        long_share=args.long_share,
         gap=_pair(args.gap),
-        masters=args.masters,
-        persistence=args.persistence,
-        restart_delay=args.restart_delay,
-        section=args.section,
         monitor=not args.no_monitor,
         url=url,
     )

@@ -40,7 +40,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import redis
 import redis.connection
@@ -61,6 +61,7 @@ __all__ = [
     "EXIT_CONFIG",
     "SYSTEM_CONFIG",
     "ConfigFile",
+    "Located",
     "Setting",
     "Settings",
     "add_parser",
@@ -336,20 +337,22 @@ def locate(
     return found
 
 
-def connect(
-    url: str | None = None,
-    *,
-    require_url: bool = False,
-    quiet: bool = False,
-    files: list[ConfigFile] | None = None,
-) -> Any:
-    """A client (``redis.Redis``) for the URL :func:`locate` finds (``files`` as there).
+class Located(TypedDict, total=False):
+    """:func:`locate`'s keywords, which :func:`connect` passes on."""
+
+    require_url: bool
+    quiet: bool
+    files: list[ConfigFile] | None
+
+
+def connect(url: str | None = None, **where: Unpack[Located]) -> Any:
+    """A client (``redis.Redis``) for the URL :func:`locate` finds (``where``: its
+    keywords, ``require_url``, ``quiet``, ``files``).
 
     Raises:
         CliError: see :func:`locate`; a malformed URL (status 64).
     """
-
-    found = locate(url, require_url=require_url, quiet=quiet, files=files)
+    found = locate(url, **where)
     try:
         client: redis.Redis = redis.Redis.from_url(
             found, socket_timeout=10.0, socket_connect_timeout=5.0

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import os
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +15,7 @@ from redislock._clients import NO_SCRIPT_ERRORS, RESPONSE_ERRORS
 from redislock._core.ops import Call, Eval, FanOut, NodeLateError, script_error
 from redislock._core.quorum import MasterMemory
 from redislock._lanes import IDLE_CAP, Packer, Queued, round_decided
+from redislock._registry import PerProcess
 from redislock.sync._driver import execute
 from redislock.sync._state import ClientState, state_of
 from redislock.sync.renewer import Workers
@@ -28,25 +27,7 @@ _MAX_THREADS = 64
 """Threads of the process-wide pool that runs the masters' lanes (at most one per master
 at a time, however long it stalls)."""
 
-_pool: Workers | None = None
-_pool_guard = threading.Lock()
-
-
-def _workers() -> Workers:
-    global _pool
-    with _pool_guard:
-        if _pool is None:
-            _pool = Workers(_MAX_THREADS)
-        return _pool
-
-
-def _forget_in_child() -> None:
-    global _pool, _pool_guard
-    _pool = None
-    _pool_guard = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_in_child)
+_POOL: PerProcess[Workers] = PerProcess(lambda: Workers(_MAX_THREADS))
 
 _BUSY = "not sent: the master is still busy with an earlier command"
 _LATE = "no answer in time"
@@ -308,7 +289,7 @@ class Masters:
                 replies[i] = NodeLateError(_BUSY)
                 continue
             if verdict == "start":
-                _workers().submit(_drain, self.clients[i], memory, item)
+                _POOL.get().submit(_drain, self.clients[i], memory, item)
             jobs[job] = (i, item)
         return jobs
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from redislock import _watch
 from redislock._core import guard
-from redislock._core.lock import Holding, LockCore
 from redislock.errors import LockLostError, LockUsageError
+from redislock.sync._block import Block
 
 if TYPE_CHECKING:
     from redislock._handle import Holder
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["Guard"]
 
 
-class Guard:
+class Guard(Block, guard.GuardState):
     """``with lock.guard() as g:``: a body that stops itself in time.
 
     Enter it from inside ``with lock:`` (or after ``acquire()``), in the thread that holds
@@ -40,16 +39,12 @@ class Guard:
     guard's watch.
     """
 
-    __slots__ = ("_core", "_hold", "_lease", "_margin", "_state")
+    __slots__ = ()
 
     def __init__(self, lease: Holder, margin: float | None = None) -> None:
         """See ``guard()`` (raises :class:`~redislock.errors.LockConfigError` for a bad
         ``margin``, before any I/O)."""
-        self._lease = lease
-        self._margin = guard.margin_of(lease._core.lease, margin)
-        self._state = "new"
-        self._core: LockCore | None = None
-        self._hold: Holding | None = None
+        super().__init__(lease, margin)
 
     @property
     def margin(self) -> float:
@@ -69,25 +64,6 @@ class Guard:
             raise LockUsageError("lost_event needs an entered guard")
         return _watch.lost_event(self._hold)
 
-    def remaining(self) -> float | None:
-        """Seconds until the deadline as things stand (the local lease estimate minus the
-        margin; 0.0 once passed), or None when the guard is not active."""
-        if self._state != "active" or self._hold is None:
-            return None
-        return max(0.0, guard.deadline(self._hold, self._margin) - time.monotonic())
-
-    def check(self) -> float:
-        """Raise if the body should stop now; else the seconds left until the deadline.
-
-        Raises:
-            LockUsageError: the guard was not entered, or was left.
-            NotOwnedError: the hold was released.
-            LockLostError: the hold was lost, or the deadline passed.
-        """
-        if self._core is None or self._hold is None or self._state != "active":
-            raise LockUsageError("check() needs an entered guard")
-        return guard.check(self._core, self._hold, self._margin)
-
     def __enter__(self) -> Self:
         """Start watching the calling thread's hold.
 
@@ -106,12 +82,7 @@ class Guard:
         self._state = "active"
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _end(self, exc: BaseException | None) -> None:
         self._state = "done"
         h, core = self._hold, self._core
         if exc is not None or h is None or core is None:

@@ -8,20 +8,20 @@ the end of ``with``), shared by :class:`Lock`, the reentrant kinds and
 from __future__ import annotations
 
 import threading
-from types import TracebackType
 from typing import ClassVar
 
 from redislock import _watch
 from redislock._core import guard, validate
 from redislock._handle import Holder
 from redislock.sync import _steps
+from redislock.sync._block import Block, noting
 from redislock.sync._driver import run
 from redislock.sync._guard import Guard
 
 __all__ = ["Lease"]
 
 
-class Lease(Holder):
+class Lease(Holder, Block):
     """A holder's own I/O. The hold is the calling owner's (``_mine()``): this object's,
     or for a reentrant lock the calling thread's."""
 
@@ -147,16 +147,9 @@ class Lease(Holder):
         amount = guard.margin_of(core.lease, margin)
         return guard.check(core, core.require_holding(), amount)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _end(self, exc: BaseException | None) -> None:
         if exc is None:
             self.release()
             return
-        try:
+        with noting(exc, f"releasing {self._noun} {self.name!r}"):
             self.release()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: releasing {self._noun} {self.name!r} also failed: {err!r}")

@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import queue
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-from redislock._core.features import Features
-from redislock._core.quorum import MasterMemory
 from redislock._core.wake import gate_size
-from redislock._lanes import Lane
-from redislock._registry import Registry, forks
+from redislock._registry import ClientStateBase, Registry
 from redislock.sync._hub import Hub
 
 __all__ = ["ClientState", "Gate", "state_of"]
@@ -50,40 +46,19 @@ class Gate:
         self._free.put(None)
 
 
-class ClientState:
+class ClientState(ClientStateBase):
     """One client's state in this process (see the module's docstring)."""
 
-    __slots__ = (
-        "_gate",
-        "_hub",
-        "client",
-        "features",
-        "forks",
-        "lane",
-        "lock",
-        "master",
-        "suspect",
-    )
+    __slots__ = ("_gate", "_hub", "lock")
 
     def __init__(
         self, client: Any, parent: ClientState | None = None, remember: bool = True
     ) -> None:
-        self.client: Callable[[], Any] = weakref.ref(client) if remember else lambda: client
-        self.forks = forks()
+        super().__init__(client, parent, remember)
         self.lock = threading.Lock()
-        self.features: Features | None = None if parent is None else parent.features
-        """What the server has natively, once the first :class:`~redislock._core.ops.Probe`
-        read it."""
         size = gate_size(client) if remember else None
         self._gate: Gate | None = None if size is None else Gate(size)
         self._hub: Hub | None = None
-        self.master: MasterMemory = MasterMemory() if parent is None else parent.master
-        """A Redlock master's run_id (the quorum cores read and write it)."""
-        self.suspect = True
-        """A Redlock master that is new, failed or late: the fan-out contacts it through
-        its lane, off the caller's path."""
-        self.lane = Lane()
-        """A Redlock master's commands that run off the caller's path, one at a time."""
 
     def gate(self) -> Gate | None:
         """The semaphore redislock's commands on the client pass, or None (see

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 from redislock._clients import wrong_client
@@ -25,12 +24,13 @@ from redislock._core.options import MultiOptions
 from redislock._handle import _follows_sentinel
 from redislock.errors import AcquireTimeoutError, LockConfigError, LockLostError
 from redislock.sync import _flavour, _steps
+from redislock.sync._block import Block, noting
 from redislock.sync._driver import run
 
 __all__ = ["Barrier"]
 
 
-class Barrier:
+class Barrier(Block):
     """A distributed double barrier: ``parties`` processes (or threads) enter together, work,
     and leave together. One object is one party.
 
@@ -262,18 +262,11 @@ class Barrier:
             raise AcquireTimeoutError(self.name, time.monotonic() - start)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _end(self, exc: BaseException | None) -> None:
         start = time.monotonic()
         if exc is None:
             if not self.leave():
                 raise AcquireTimeoutError(self.name, time.monotonic() - start)
             return
-        try:
+        with noting(exc, f"leaving barrier {self.name!r}"):
             self.leave()
-        except Exception as err:  # never mask the body's own exception
-            exc.add_note(f"redislock: leaving barrier {self.name!r} also failed: {err!r}")

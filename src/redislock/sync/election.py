@@ -25,6 +25,7 @@ from redislock._core.lock import Holding, LockCore
 from redislock._core.options import DEFAULT_WAITER_LEASE, LockKwargs
 from redislock.errors import AcquireTimeoutError, LockLostError
 from redislock.sync import _flavour, _steps
+from redislock.sync._block import noting
 from redislock.sync._driver import run
 from redislock.sync._lease import Lease
 
@@ -129,14 +130,13 @@ class Election(Lease):
     @contextlib.contextmanager
     def campaign(self, timeout: float | None = None) -> Iterator[int]:
         """Wait until this contender leads, advertise it, and yield the term; resign when the
-        block ends (also on an exception).
+        block ends (also on an exception): :meth:`lead`, then :meth:`resign`.
 
         Args:
-            timeout: wait limit in seconds; None uses the election's ``timeout`` (default:
-                no limit); 0 means one try.
+            timeout: as for :meth:`lead`.
 
         Yields:
-            The term: this leadership's fencing token, above every earlier leader's.
+            The term, as :meth:`lead` returns it.
 
         Raises:
             LockConfigError: bad ``timeout`` (before any I/O).
@@ -151,10 +151,8 @@ class Election(Lease):
         try:
             yield term
         except BaseException as exc:
-            try:
+            with noting(exc, f"resigning election {self.name!r}"):
                 self.resign()
-            except Exception as err:  # never mask the body's own exception
-                exc.add_note(f"redislock: resigning election {self.name!r} also failed: {err!r}")
             raise
         self.resign()
 

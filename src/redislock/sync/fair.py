@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Self, Unpack, final
 
-from redislock._core.fair import FairCore
-from redislock._core.lock import LockCore
 from redislock._core.options import FairKwargs, FairOptions
 from redislock._handle import Holder
 from redislock.sync import _flavour
@@ -62,12 +60,5 @@ class FairLock(Lock):
     ) -> None:
         Holder.__init__(self, client, name, **options)
 
-    def _make_core(self, client: Any, name: Any, options: Any, *args: Any) -> LockCore:
-        return self._new_core(
-            FairCore,
-            client,
-            name,
-            options,
-            waiter_lease=options.waiter_lease,
-            queue_max=options.queue_max,
-        )
+    def _queue(self, options: Any) -> dict[str, Any]:
+        return {"waiter_lease": options.waiter_lease, "queue_max": options.queue_max}

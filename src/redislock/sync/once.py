@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from types import TracebackType
 from typing import Any, Self, Unpack
 
 from redislock._core.keys import DEFAULT_PREFIX
@@ -15,6 +14,7 @@ from redislock._core.once import DEFAULT_PERIOD, OnceCore, OnceRecord
 from redislock._core.options import LockKwargs
 from redislock.errors import AcquireTimeoutError, LockLostError, LockUsageError, NotOwnedError
 from redislock.sync import _flavour
+from redislock.sync._block import Block, noting
 from redislock.sync._driver import run
 from redislock.sync.lock import Lock
 
@@ -136,7 +136,7 @@ class Once:
         return f"<{type(self).__name__} {self.name!r} {which}>"
 
 
-class OnceTurn:
+class OnceTurn(Block):
     """One caller's turn of a :class:`Once` for one period (from :meth:`Once.run`).
 
     Attributes:
@@ -228,19 +228,12 @@ class OnceTurn:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _end(self, exc: BaseException | None) -> None:
         if not self.mine:
             return
         if exc is not None:  # the job failed: nothing is written
-            try:
+            with noting(exc, f"releasing lock {self.lock.name!r}"):
                 self.lock.release()
-            except Exception as err:  # never mask the body's own exception
-                exc.add_note(f"redislock: releasing lock {self.lock.name!r} also failed: {err!r}")
             return
         try:
             self.commit()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import logging
 import math
-import os
 import queue
 import threading
 import time
@@ -25,6 +24,7 @@ from redislock._clients import SYNC_SINGLE
 from redislock._core.lock import Holding, LockCore
 from redislock._core.ops import Batch
 from redislock._core.schedule import COALESCE, RenewCall, Schedule, batches
+from redislock._registry import PerProcess
 from redislock.sync._driver import execute, run_batch
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ def tell_lost(core: LockCore, h: Holding) -> None:
     ``mark_lost`` whoever found the loss. In the thread that found it (the holder's own
     release or extend, a renewal worker), except on the scheduler thread, which hands it to
     a worker: a slow callback must not hold up the other leases' renewals."""
-    found = _renewer
+    found = _RENEWER.made()
     if found is not None and threading.current_thread() is found._thread:
         found._workers.submit(_notify_lost, core, h)
     else:
@@ -253,29 +253,18 @@ class Workers:
             task()
 
 
-_renewer: Renewer | None = None
-_guard = threading.Lock()
+_RENEWER: PerProcess[Renewer] = PerProcess(Renewer)
 
 
 def renewer() -> Renewer:
     """The process-wide renewer, created on first use."""
-    global _renewer
-    with _guard:
-        if _renewer is None:
-            _renewer = Renewer()
-        return _renewer
-
-
-def _forget_in_child() -> None:
-    global _renewer, _guard
-    _renewer = None
-    _guard = threading.Lock()
+    return _RENEWER.get()
 
 
 def _stop_at_exit() -> None:
-    if _renewer is not None:
-        _renewer.stop()
+    found = _RENEWER.made()
+    if found is not None:
+        found.stop()
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
 atexit.register(_stop_at_exit)

@@ -268,9 +268,8 @@ class ReadWriteLock:
             max_lease, recheck_interval, prefix: as for :class:`~redislock.Lock` (seconds); they
             apply to both sides. ``on_lost`` receives the :class:`ReadLock` or
             :class:`WriteLock`.
-        replicas, replica_timeout: as for :class:`~redislock.Lock`: how many replicas must
-            acknowledge each lock write (an int, default 0: no WAIT), and WAIT's limit in
-            seconds (default 1.0).
+        replicas, replica_timeout: as for :class:`~redislock.Lock` (WAIT after each lock
+            write), for both sides.
         lock_delay: Lock's and FairLock's only: accepted as 0 (seconds; off).
 
     Raises:

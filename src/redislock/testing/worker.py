@@ -193,6 +193,19 @@ class Worker:
             else:
                 self.hist.complete(op, hold, name, mode, phase, **kw)
 
+    def _acquire_failed(
+        self, obj: Any, parts: list[Part], mode: str, exc: Exception | None
+    ) -> None:
+        """Log an acquire of ``obj`` that returned no hold: busy (``exc`` None, or
+        :class:`AcquireTimeoutError`: the wait limit), unknown (a timeout or a lost
+        connection: the hold may exist) or failed; an ``on_lost(obj)`` is not expected."""
+        self.current.pop(id(obj), None)
+        if exc is None or isinstance(exc, AcquireTimeoutError):
+            self._log("acquire", parts, mode, "fail", err="busy: wait limit")
+        else:
+            phase = "unknown" if isinstance(exc, _UNKNOWN) else "fail"
+            self._log("acquire", parts, mode, phase, err=_err(exc))
+
     async def _acquire(self, lock: Any, parts: list[Part], mode: str) -> Any:
         """The held object (the lock, or a Permit), or None."""
         limit = float(self.cfg["acquire_timeout"])
@@ -209,17 +222,11 @@ class Worker:
                 held = lock if await self.do(lock.acquire(timeout=limit)) else None
         except AcquireTimeoutError:
             held = None
-        except _UNKNOWN as exc:
-            self._log("acquire", parts, mode, "unknown", err=_err(exc))
-            self.current.pop(id(lock), None)
-            return None
         except Exception as exc:
-            self._log("acquire", parts, mode, "fail", err=_err(exc))
-            self.current.pop(id(lock), None)
+            self._acquire_failed(lock, parts, mode, exc)
             return None
         if held is None:
-            self._log("acquire", parts, mode, "fail", err="busy: wait limit")
-            self.current.pop(id(lock), None)
+            self._acquire_failed(lock, parts, mode, None)
             return None
         self.current[id(held)] = (parts, mode)
         fences = self._fences(held, parts)
@@ -362,18 +369,10 @@ class Worker:
                 term = await campaign.__aenter__()
             else:
                 term = campaign.__enter__()
-        except AcquireTimeoutError:
-            self.current.pop(id(election), None)
-            self._log("acquire", parts, "x", "fail", err="busy: wait limit")
-            await asyncio.sleep(self.rng.uniform(0, 0.01))
-            return
-        except _UNKNOWN as exc:
-            self.current.pop(id(election), None)
-            self._log("acquire", parts, "x", "unknown", err=_err(exc))
-            return
         except Exception as exc:
-            self.current.pop(id(election), None)
-            self._log("acquire", parts, "x", "fail", err=_err(exc))
+            self._acquire_failed(election, parts, "x", exc)
+            if isinstance(exc, AcquireTimeoutError):
+                await asyncio.sleep(self.rng.uniform(0, 0.01))
             return
         self.hist.complete("acquire", parts[0][0], name, "x", "ok", fence=int(term))
         fences = {name: int(term)}
@@ -446,17 +445,8 @@ class Worker:
         self._expect(lock, parts, "x")
         try:
             await self.do(turn.start())
-        except AcquireTimeoutError:
-            self.current.pop(id(lock), None)
-            self._log("acquire", parts, "x", "fail", err="busy: wait limit")
-            return
-        except _UNKNOWN as exc:
-            self.current.pop(id(lock), None)
-            self._log("acquire", parts, "x", "unknown", err=_err(exc))
-            return
         except Exception as exc:
-            self.current.pop(id(lock), None)
-            self._log("acquire", parts, "x", "fail", err=_err(exc))
+            self._acquire_failed(lock, parts, "x", exc)
             return
         t = time.monotonic()
         if not turn.mine:

@@ -34,9 +34,9 @@ earliest member lease ends (a dead party then drops out).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -165,12 +165,7 @@ class BarrierCore(LockCore):
             while True:
                 sent = time.monotonic()
                 op = self._op("enter", token, ms=self.lease_ms)
-                try:
-                    reply, ack = unwrap((yield self._write(op)))
-                except Exception:
-                    with contextlib.suppress(Exception):  # the script may have run: undo it
-                        yield from self.abandon_flow(token)
-                    raise
+                reply, ack = yield from self._written(op, token)  # undone if it raises
                 status, gen, _, parties, nxt = _five(reply, "enter")
                 if status in ("wait", "open"):
                     run_id = yield from self._granted(token, ack)
@@ -211,26 +206,22 @@ class BarrierCore(LockCore):
         """
         if self.opened:
             return True
-        opened = f"{BARRIER_TAG}|open|{h.fence}"
-        nxt = self.next_ms
-        while True:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return False
-            payload = yield Wait(
-                self.bkey, BARRIER_TAG, self._pause(self.recheck_interval, nxt, deadline, now)
-            )
-            if payload == opened:
-                return True
+
+        def check() -> Flow[tuple[bool, int]]:
             status, gen, _, _, nxt = _five((yield self._op("check", h.token)), "check")
             if status == "open" and gen == h.fence:
-                return True
+                return True, nxt
             if status == "gone" or gen != h.fence:
                 reason = "the party's lease ended before the round opened"
                 self.mark_lost(h, reason)
                 raise LockLostError(self.name, h.lost_reason or reason)
             if status != "wait":
                 raise UnexpectedReplyError(f"barrier check replied {status!r}")
+            return False, nxt
+
+        return (
+            yield from self._until(f"{BARRIER_TAG}|open|{h.fence}", self.next_ms, deadline, check)
+        )
 
     def release_flow(self, h: Holding, *, retry: bool = False) -> Flow[None]:
         """Leave: remove the party of ``h`` from its round (the last one closes it and wakes
@@ -265,7 +256,30 @@ class BarrierCore(LockCore):
         gen, live, nxt = self.left
         if live == 0:
             return True
-        closed = f"{BARRIER_TAG}|closed|{gen}"
+
+        def check() -> Flow[tuple[bool, int]]:
+            reply = yield self._op("left", gen=gen)
+            try:
+                status, nxt = as_str(reply[0]), as_int(reply[2])
+            except (TypeError, ValueError, IndexError) as exc:
+                raise UnexpectedReplyError(f"barrier left replied {reply!r}") from exc
+            if status not in ("done", "wait"):
+                raise UnexpectedReplyError(f"barrier left replied {reply!r}")
+            return status == "done", nxt
+
+        return (yield from self._until(f"{BARRIER_TAG}|closed|{gen}", nxt, deadline, check))
+
+    def _until(
+        self,
+        message: str,
+        nxt: int,
+        deadline: float | None,
+        check: Callable[[], Flow[tuple[bool, int]]],
+    ) -> Flow[bool]:
+        """Wait on the barrier's channel until ``message`` comes or ``check()`` (a re-check
+        of the round: done, and the milliseconds to the next lease end) says done, up to the
+        monotonic time ``deadline`` (None: no limit); True then, False when the time ran out.
+        A re-check runs after each wake-up that was not ``message`` and at each bound."""
         while True:
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -273,17 +287,11 @@ class BarrierCore(LockCore):
             payload = yield Wait(
                 self.bkey, BARRIER_TAG, self._pause(self.recheck_interval, nxt, deadline, now)
             )
-            if payload == closed:
+            if payload == message:
                 return True
-            reply = yield self._op("left", gen=gen)
-            try:
-                status, nxt = as_str(reply[0]), as_int(reply[2])
-            except (TypeError, ValueError, IndexError) as exc:
-                raise UnexpectedReplyError(f"barrier left replied {reply!r}") from exc
-            if status == "done":
+            done, nxt = yield from check()
+            if done:
                 return True
-            if status != "wait":
-                raise UnexpectedReplyError(f"barrier left replied {reply!r}")
 
     def read_flow(self) -> Flow[BarrierState]:
         """The current round (one round trip, read only)."""

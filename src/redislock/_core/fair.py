@@ -263,12 +263,7 @@ class FairCore(LockCore):
         )
         if self.track_master:
             op = self._extend_op(token, self.lease_ms, "max")
-            try:
-                reply, ack = unwrap((yield self._write(op)))
-            except Exception:
-                with contextlib.suppress(Exception):  # not confirmed: give it to the next
-                    yield from self.abandon_flow(token)
-                raise
+            reply, ack = yield from self._written(op, token)  # undone if it raises
             if as_str(reply[0]) != "ok":
                 return False
             h.run_id = yield from self._granted(token, ack)

@@ -217,12 +217,7 @@ class HoldCore(LockCore):
                 op = self._acquire_op(
                     token, ms=self.lease_ms, meta=meta, marker_ms=marker_ms, companion=companion
                 )
-                try:
-                    reply, ack = unwrap((yield self._write(op)))
-                except Exception:
-                    with contextlib.suppress(Exception):  # the script may have run: undo it
-                        yield from self.abandon_flow(token)
-                    raise
+                reply, ack = yield from self._written(op, token)  # undone if it raises
                 status = as_str(reply[0])
                 if status == "ok":
                     run_id = yield from self._granted(token, ack)

@@ -425,6 +425,17 @@ class LockCore:
             return op
         return Replicated(op, self.replicas, self.replica_timeout_ms, True)
 
+    def _written(self, op: Eval, token: str) -> Flow[tuple[Any, Acked | None]]:
+        """An acquiring write ``op`` sent as :meth:`_write` says, and its reply unwrapped
+        (:func:`unwrap`). If it raises (no reply: the script may have run), the attempt of
+        ``token`` is undone first (:meth:`abandon_flow`, best effort), then it raises."""
+        try:
+            return unwrap((yield self._write(op)))
+        except Exception:
+            with contextlib.suppress(Exception):
+                yield from self.abandon_flow(token)
+            raise
+
     def _tracked(self, op: Eval) -> Eval | Replicated:
         """A release as sent: the master's run_id when tracked, never WAIT (see
         :meth:`release_flow`)."""

@@ -14,18 +14,8 @@ from redislock._core.keys import LockKeys, delay_key
 from redislock._core.lock import LockCore
 from redislock._core.options import FairOptions, LockOptions
 from redislock._core.scripts import SCRIPTS
-from redislock.cli import _args
+from redislock.cli import _args, render
 from redislock.cli._common import EXIT_CODES, EXIT_USAGE, CliError
-from redislock.cli.render import (
-    HOLD_KINDS,
-    KIND_LABELS,
-    LEASE_KINDS,
-    as_json,
-    hold_text,
-    holder_text,
-    plural,
-    state_text,
-)
 from redislock.inspection import inspect
 from redislock.sync._driver import run as run_flow
 
@@ -74,15 +64,15 @@ def _base_core(name: str, prefix: str) -> LockCore:
 
 
 def _not_ours(info: dict[str, Any]) -> str | None:
-    """What the key of ``info`` (:func:`as_json`'s) holds if redislock did not write it, in a
+    """What the key of ``info`` (:func:`render.as_json`'s) holds if redislock did not write it, in a
     few words; None for a key of one of redislock's kinds (or no key)."""
     kind = info["kind"]
     if kind == "foreign":
-        return state_text(info)
-    if kind in LEASE_KINDS and info["held"] and info["holder"] is None:
+        return render.state_text(info)
+    if kind in render.LEASE_KINDS and info["held"] and info["holder"] is None:
         return "a string that is not a redislock lock value"
-    if kind in HOLD_KINDS and info.get("unknown_fields"):
-        fields = plural(info["unknown_fields"], "hash field")
+    if kind in render.HOLD_KINDS and info.get("unknown_fields"):
+        fields = render.plural(info["unknown_fields"], "hash field")
         return f"a hash with {fields} not written by redislock"
     return None
 
@@ -96,9 +86,9 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
             writes there, a string that is not a lock value, or a hash with fields that are
             not holds (status 64; the key is not touched).
     """
-    info = as_json(inspect(client, name, prefix=prefix))
+    info = render.as_json(inspect(client, name, prefix=prefix))
     kind = info["kind"]
-    label = KIND_LABELS[kind]
+    label = render.KIND_LABELS[kind]
     foreign = _not_ours(info)
     if foreign is not None:
         raise CliError(
@@ -107,12 +97,12 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
             f"redis-cli DEL {shlex.quote(info['key'])})",
             EXIT_USAGE,
         )
-    if kind in HOLD_KINDS:  # every hold goes; every kind of waiter is woken
+    if kind in render.HOLD_KINDS:  # every hold goes; every kind of waiter is woken
         hold_core = HoldCore.for_mode(_base_core(name, prefix), "w")
         removed = run_flow(client, hold_core.force_flow())
         if removed:
-            who = "; ".join(hold_text(h) for h in info["holds"])
-            print(f"released {label} {name!r}: {plural(removed, 'hold')} removed ({who})")
+            who = "; ".join(render.hold_text(h) for h in info["holds"])
+            print(f"released {label} {name!r}: {render.plural(removed, 'hold')} removed ({who})")
         else:
             print(f"{label} {name!r} was not held")
         return 0
@@ -123,12 +113,12 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
         ended = run_flow(client, fair_core.force_flow())
         deleted = ended & 1
         text = (
-            f"released {label} {name!r} ({holder_text(info)})"
+            f"released {label} {name!r} ({render.holder_text(info)})"
             if deleted
             else f"{label} {name!r} was not held"
         ) + _DELAY_ENDED * bool(ended & 2)
         now = inspect(client, name, prefix=prefix)
-        if now.kind in LEASE_KINDS and now.holders:
+        if now.kind in render.LEASE_KINDS and now.holders:
             h = now.holders[0]
             text += (
                 f"; now held by the next waiter: {h.host} pid {h.pid}, "
@@ -139,6 +129,6 @@ def force_release_command(client: redis.Redis, name: str, prefix: str) -> int:
     keys = LockKeys.for_name(name, prefix)
     script = SCRIPTS["lock_force_release"]
     ended = client.eval(script.source, 4, keys.lock, keys.wait, keys.wake, delay_key(keys.lock))
-    said = f"released lock {name!r} ({holder_text(info)})" if ended & 1 else None
+    said = f"released lock {name!r} ({render.holder_text(info)})" if ended & 1 else None
     print((said or f"lock {name!r} was not held") + _DELAY_ENDED * bool(ended & 2))
     return 0

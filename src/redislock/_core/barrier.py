@@ -153,14 +153,16 @@ class BarrierCore(LockCore):
 
     # ------------------------------------------------------------------ flows
 
+    def _already_held(self) -> str:
+        return f"this party of barrier {self.name!r} has entered already"
+
     def join_flow(self, wait: float | None) -> Flow[bool]:
         """Become a member of the current round (of the next one if it is open already),
         waiting up to ``wait`` seconds (None: no limit) for an open round to close; True
         once a member (the hold: its fencing token is the round's generation), False when
         the time ran out first."""
         token = new_token()
-        held = f"this party of barrier {self.name!r} has entered already"
-        start, deadline = self._begin(token, wait, held)
+        start, deadline = self._begin(token, wait)
         try:
             while True:
                 sent = time.monotonic()

@@ -127,6 +127,9 @@ class FairCore(LockCore):
         """fair_cancel.lua: the acquire's KEYS; ARGV token."""
         return Eval(_CANCEL, self._queue_keys, (token,), self._cancel_head)
 
+    def _already_held(self) -> str:
+        return f"lock {self.name!r} is already held by this object ({self.kind} is not reentrant)"
+
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take the lock in arrival order, waiting up to ``wait`` seconds (None: no limit).
 
@@ -154,8 +157,7 @@ class FairCore(LockCore):
         stalls on acknowledgements while its waiter lease runs.
         """
         token = queue_token()
-        held = f"lock {self.name!r} is already held by this object ({self.kind} is not reentrant)"
-        start, deadline = self._begin(token, wait, held)
+        start, deadline = self._begin(token, wait)
         waiter_ms = validate.to_ms(self.waiter_lease) if blocking and wait != 0 else 0
         meta = holder_meta()
         tag = ""  # what a grant to this waiter is tagged with, once it waits

@@ -202,12 +202,15 @@ class HoldCore(LockCore):
         self.mark_lost(h, reason)
         raise LockLostError(self.name, reason)
 
+    def _already_held(self) -> str:
+        return f"{self.name!r} is already held by this owner"
+
     def acquire_flow(self, wait: float | None, blocking: bool, companion: str = "") -> Flow[bool]:
         """A new hold, waiting up to ``wait`` seconds (None: no limit); one script per try,
         between tries a wait on the mode's wake-up channel. ``companion``: the owner's write token,
         so a writer may also read (downgrade)."""
         token = new_token()
-        start, deadline = self._begin(token, wait, f"{self.name!r} is already held by this owner")
+        start, deadline = self._begin(token, wait)
         marker_ms = self.marker_ms if blocking and wait != 0 else 0
         meta = holder_meta()
         wake = self.hkeys.rwake if self.mode == "r" else self.hkeys.wake

@@ -539,19 +539,23 @@ class LockCore:
             self.mark_lost(h, self._why(h, status), releasing=True)
             raise LockLostError(self.name, h.lost_reason)
 
-    def _begin(self, token: str, wait: float | None, held: str) -> tuple[float, float | None]:
+    def _begin(self, token: str, wait: float | None) -> tuple[float, float | None]:
         """Begin an acquire with ``token``, waiting up to ``wait`` seconds (None: no limit):
         ``token`` is :attr:`pending_token` from now on (what a cancelled acquire gives back).
         Returns its start and its deadline (None: none), monotonic seconds.
 
         Raises:
-            LockUsageError: ``held``, when this object holds already.
+            LockUsageError: this object holds already (:meth:`_already_held` says so).
         """
         if self.live() is not None:
-            raise LockUsageError(held)
+            raise LockUsageError(self._already_held())
         self.pending_token = token
         start = time.monotonic()
         return start, None if wait is None else start + wait
+
+    def _already_held(self) -> str:
+        """What an acquire of an object that holds already raises (built only then)."""
+        return f"lock {self.name!r} is already held by this object"
 
     def _won(self, start: float) -> bool:
         """Count the acquire that began at ``start`` (monotonic seconds) as won."""

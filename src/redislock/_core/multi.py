@@ -281,6 +281,9 @@ class MultiCore(LockCore):
         yield from self._release_chunks(taken, token)
         return busy
 
+    def _already_held(self) -> str:
+        return f"lock {self.name!r} is already held by this object (MultiLock is not reentrant)"
+
     def acquire_flow(self, wait: float | None, blocking: bool) -> Flow[bool]:
         """Take every name, waiting up to ``wait`` seconds (None: no limit).
 
@@ -289,8 +292,7 @@ class MultiCore(LockCore):
         ``recheck_interval`` and at most the holder's remaining TTL, then tries again.
         """
         token = new_token()
-        held = f"lock {self.name!r} is already held by this object (MultiLock is not reentrant)"
-        start, deadline = self._begin(token, wait, held)
+        start, deadline = self._begin(token, wait)
         marker_ms = self.marker_ms if blocking and wait != 0 else 0
         meta = holder_meta()
         try:
